@@ -1,0 +1,118 @@
+# pyebpf: small eBPF tools for CPython processes and the network around them.
+# Targets: all check demo install deps bench clean (unit, integration: parts of check).
+# V=1 shows the commands; SAN=1 builds with ASan/UBSan into build-san/.
+
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+DESTDIR ?=
+SAN ?=
+BUILD ?= $(if $(SAN),build-san,build)
+
+# The tools are the mains in tools/; adding a tool adds tools/<tool>.c and
+# bpf_text/<tool>.bpf.c (and its man page), nothing here.
+TOOLS := $(patsubst tools/%.c,%,$(wildcard tools/*.c))
+BPF_TOOLS := $(patsubst bpf_text/%.bpf.c,%,$(wildcard bpf_text/*.bpf.c))
+LIB_SRCS := $(wildcard src/*.c)
+UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
+
+PKGS := libbcc jansson libbpf
+CC ?= cc
+CFLAGS ?= -O2 -g
+# snprintf into fixed buffers truncates on purpose (an over-long path is then not found)
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP
+CPPFLAGS += -Isrc -Ibpf_text -DPYEBPF_VERSION='"$(VERSION)"'
+ifneq ($(SAN),)
+CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+# Debian packages the build, the tests and the demo need (make deps installs them).
+DEB_BUILD := make gcc pkg-config libbpfcc-dev libbpf-dev libjansson-dev libelf-dev zlib1g-dev \
+	linux-headers-amd64 mandoc
+DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc-tools bpftool \
+	binutils patchelf python3-gunicorn wrk uwsgi-core uwsgi-plugin-python3 python3.11 procps \
+	util-linux debootstrap
+
+# Debian's interpreter: pytest is its package (a pyenv python3 may come first on PATH).
+PYTEST ?= /usr/bin/python3 -m pytest
+
+Q := $(if $(V),,@)
+say = $(if $(V),,@printf '  %-7s %s\n' $(1) $(2);)
+
+.PHONY: all check unit integration demo install deps bench clean
+all: $(TOOLS:%=$(BUILD)/%)
+
+$(BUILD)/lib/%.o: src/%.c
+	$(call say,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libpyebpf.a: $(LIB_SRCS:src/%.c=$(BUILD)/lib/%.o)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# BPF text, with its local includes inlined, as a C string <tool>_bpf_text.
+$(BUILD)/gen/%_bpf.c: bpf_text/%.bpf.c $(wildcard bpf_text/*.h) src/embed_bpf.sh
+	$(call say,EMBED,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)sh src/embed_bpf.sh $*_bpf_text $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/%_bpf.o: $(BUILD)/gen/%_bpf.c
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tools/%.o: tools/%.c
+	$(call say,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+# A tool links its BPF text when it has one.
+tool_objs = $(BUILD)/tools/$(1).o $(if $(filter $(1),$(BPF_TOOLS)),$(BUILD)/gen/$(1)_bpf.o)
+.SECONDEXPANSION:
+$(BUILD)/%: $$(call tool_objs,$$*) $(BUILD)/libpyebpf.a
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
+
+$(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libpyebpf.a
+	$(call say,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcmocka $(PKG_LIBS) -lelf -lz -lm
+
+# The README's test command: installs what is missing, builds, runs every test.
+check: deps
+	$(Q)$(MAKE) --no-print-directory all unit
+	$(Q)$(MAKE) --no-print-directory integration
+
+unit: $(UNIT_TESTS:%=$(BUILD)/unit/%)
+	$(Q)set -e; for t in $^; do echo "== $$t"; $$t; done
+
+integration: all
+	$(Q)PYEBPF_BUILD=$(abspath $(BUILD)) $(PYTEST) -ra tests/integration
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)tests/targets/demo.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0755 $(TOOLS:%=$(BUILD)/%) $(DESTDIR)$(PREFIX)/sbin/
+	install -m 0644 $(wildcard man/man8/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/
+
+# Quick when everything is there: apt runs only for what is missing.
+deps:
+	$(Q)missing=$$(for p in $(DEB_BUILD) $(DEB_TEST); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		echo "deps: installing" $$missing; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+bench: all
+	$(Q)bench/run.sh $(BUILD)
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,77 @@
+/*
+ * BPF helpers every pyebpf program shares. Inlined into each tool's text at build
+ * time. Kernel struct offsets arrive as -DOFF_* from BTF (src/kbtf.c), never from
+ * headers.
+ */
+#ifndef PYEBPF_BPF_H
+#define PYEBPF_BPF_H
+
+/* The one output of a program, and the records that did not fit in it. */
+BPF_PERF_OUTPUT(events);
+BPF_PERCPU_ARRAY(events_lost, u64, 1);
+
+static __always_inline void emit_event(void *ctx, void *ev, u32 size)
+{
+	/* the perf buffer reports its own loss only when a later record fits: count here too */
+	if (events.perf_submit(ctx, ev, size) < 0) {
+		u32 zero = 0;
+		u64 *n = events_lost.lookup(&zero);
+		if (n)
+			*n += 1;
+	}
+}
+
+/* -p: the processes userspace put in pid_filter (-DFILTER_PIDS when there are any). */
+BPF_HASH(pid_filter, u32, u8, 64);
+
+static __always_inline bool pid_wanted(u32 tgid)
+{
+#ifdef FILTER_PIDS
+	return pid_filter.lookup(&tgid) != NULL;
+#else
+	return true;
+#endif
+}
+
+static __always_inline u64 read_u64(const void *p)
+{
+	u64 v = 0;
+	bpf_probe_read_kernel(&v, sizeof(v), p);
+	return v;
+}
+
+static __always_inline u32 read_u32(const void *p)
+{
+	u32 v = 0;
+	bpf_probe_read_kernel(&v, sizeof(v), p);
+	return v;
+}
+
+/*
+ * The current task's pid and tid in its own (innermost) PID namespace, as a
+ * container sees them: task->thread_pid->numbers[level].nr, for the task and its
+ * group leader. Offsets from kbtf_nsid_cflags().
+ */
+static __always_inline u32 task_ns_id(const void *task)
+{
+	const void *pid = (const void *)read_u64(task + OFF_TASK_THREAD_PID);
+	u32 level;
+
+	if (!pid)
+		return 0;
+	level = read_u32(pid + OFF_PID_LEVEL);
+	if (level > 31)
+		return 0;
+	return read_u32(pid + OFF_PID_NUMBERS + (u64)level * SIZEOF_UPID + OFF_UPID_NR);
+}
+
+static __always_inline void current_ns_ids(u32 *nspid, u32 *nstid)
+{
+	const void *task = (const void *)bpf_get_current_task();
+	const void *leader = (const void *)read_u64(task + OFF_TASK_GROUP_LEADER);
+
+	*nstid = task_ns_id(task);
+	*nspid = leader ? task_ns_id(leader) : 0;
+}
+
+#endif

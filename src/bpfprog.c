@@ -1,0 +1,396 @@
+#define _GNU_SOURCE
+#include "bpfprog.h"
+
+#include <bcc/bcc_common.h>
+#include <bcc/libbpf.h>
+#include <bcc/perf_reader.h>
+#include <errno.h>
+#include <linux/bpf.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kheaders.h"
+#include "log.h"
+#include "tracefs.h"
+
+/* from libbpf (linked anyway); its header clashes with libbcc's libbpf.h */
+int libbpf_num_possible_cpus(void);
+
+#define MAX_CPUS 1024
+#define MAX_PROGS 32
+
+struct loaded_prog {
+	char *name;
+	int fd;
+};
+
+struct perf_buffer {
+	bpfprog_event_cb cb;
+	void *ctx;
+	struct perf_reader *readers[MAX_CPUS];
+	int nreaders;
+	uint64_t lost;
+};
+
+struct bpfprog {
+	void *mod;
+	struct loaded_prog progs[MAX_PROGS];
+	int nprogs;
+	int *links; /* perf event fds of attachments */
+	int nlinks, caplinks;
+	struct perf_buffer *bufs[8];
+	int nbufs;
+	unsigned probe_seq;
+};
+
+void cflags_add(struct cflags *cf, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	if (!s)
+		return;
+	if (cf->n == cf->cap) {
+		int cap = cf->cap ? 2 * cf->cap : 16;
+		char **v = realloc(cf->v, (size_t)cap * sizeof(*v));
+		if (!v) {
+			free(s);
+			return;
+		}
+		cf->v = v, cf->cap = cap;
+	}
+	cf->v[cf->n++] = s;
+}
+
+void cflags_free(struct cflags *cf)
+{
+	for (int i = 0; i < cf->n; i++)
+		free(cf->v[i]);
+	free(cf->v);
+	*cf = (struct cflags){ 0 };
+}
+
+void bpfprog_print_text(FILE *f, const char *text, const struct cflags *cf)
+{
+	for (int i = 0; cf && i < cf->n; i++)
+		fprintf(f, "// cflag: %s\n", cf->v[i]);
+	fputs(text, f);
+}
+
+int cpus_online(int *cpus, int max)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	int n = 0, a, b;
+	char sep;
+
+	if (!f)
+		return 0;
+	while (n < max && fscanf(f, "%d", &a) == 1) {
+		b = a;
+		if (fscanf(f, "%c", &sep) == 1 && sep == '-') {
+			if (fscanf(f, "%d", &b) != 1)
+				break;
+			if (fscanf(f, "%c", &sep) != 1)
+				sep = 0;
+		}
+		for (int c = a; c <= b && n < max; c++)
+			cpus[n++] = c;
+		if (sep != ',')
+			break;
+	}
+	fclose(f);
+	return n;
+}
+
+struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
+				const char *kernel_headers)
+{
+	struct kheaders kh;
+	struct bpfprog *p;
+	int saved_stdout;
+
+	if (tracefs_ensure())
+		return NULL;
+	if (kheaders_find(kernel_headers, &kh)) {
+		log_error("cannot write built-in kernel headers: %s", strerror(errno));
+		return NULL;
+	}
+	log_info("kernel headers: %s", kh.what);
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		kheaders_release(&kh);
+		return NULL;
+	}
+	setenv("BCC_KERNEL_SOURCE", kh.dir, 1);
+
+	/* libbcc prints some diagnostics on stdout, which carries results only */
+	fflush(stdout);
+	saved_stdout = dup(STDOUT_FILENO);
+	dup2(STDERR_FILENO, STDOUT_FILENO);
+	p->mod = bpf_module_create_c_from_string(text, 0, (const char **)(cf ? cf->v : NULL),
+						 cf ? cf->n : 0, true, NULL);
+	fflush(stdout);
+	if (saved_stdout >= 0) {
+		dup2(saved_stdout, STDOUT_FILENO);
+		close(saved_stdout);
+	}
+	kheaders_release(&kh);
+	if (!p->mod) {
+		log_error("BPF compile failed (see the messages above; --ebpf prints the text)");
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type)
+{
+	const struct bpf_insn *insns;
+	int fd;
+
+	for (int i = 0; i < p->nprogs; i++)
+		if (!strcmp(p->progs[i].name, fn))
+			return p->progs[i].fd;
+	if (p->nprogs == MAX_PROGS)
+		return -1;
+	insns = bpf_function_start(p->mod, fn);
+	if (!insns) {
+		log_error("BPF function %s not found in the program", fn);
+		return -1;
+	}
+	fd = bcc_func_load(p->mod, prog_type, fn, insns, (int)bpf_function_size(p->mod, fn),
+			   bpf_module_license(p->mod), bpf_module_kern_version(p->mod), 0, NULL, 0,
+			   NULL, -1);
+	if (fd < 0) {
+		log_error("loading BPF function %s failed: %s", fn, strerror(-fd));
+		return -1;
+	}
+	p->progs[p->nprogs++] = (struct loaded_prog){ strdup(fn), fd };
+	return fd;
+}
+
+static int add_link(struct bpfprog *p, int fd)
+{
+	if (p->nlinks == p->caplinks) {
+		int cap = p->caplinks ? 2 * p->caplinks : 16;
+		int *v = realloc(p->links, (size_t)cap * sizeof(*v));
+		if (!v) {
+			close(fd);
+			return -1;
+		}
+		p->links = v, p->caplinks = cap;
+	}
+	p->links[p->nlinks++] = fd;
+	return 0;
+}
+
+int bpfprog_attach_tracepoint(struct bpfprog *p, const char *category, const char *name)
+{
+	char fn[256];
+	int prog, fd;
+
+	snprintf(fn, sizeof(fn), "tracepoint__%s__%s", category, name);
+	prog = bpfprog_prog_fd(p, fn, BPF_PROG_TYPE_TRACEPOINT);
+	if (prog < 0)
+		return -1;
+	fd = bpf_attach_tracepoint(prog, category, name);
+	if (fd < 0) {
+		log_error("attaching to tracepoint %s:%s failed: %s", category, name,
+			  strerror(errno));
+		return -1;
+	}
+	log_debug("attached tracepoint %s:%s", category, name);
+	return add_link(p, fd);
+}
+
+int bpfprog_attach_raw_tracepoint(struct bpfprog *p, const char *fn, const char *tp)
+{
+	int prog = bpfprog_prog_fd(p, fn, BPF_PROG_TYPE_RAW_TRACEPOINT), fd;
+
+	if (prog < 0)
+		return -1;
+	fd = bpf_attach_raw_tracepoint(prog, tp);
+	if (fd < 0) {
+		log_error("attaching to raw tracepoint %s failed: %s", tp, strerror(errno));
+		return -1;
+	}
+	return add_link(p, fd);
+}
+
+int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary, uint64_t offset,
+			  pid_t pid, bool retprobe, uint32_t ref_ctr_offset)
+{
+	int prog = bpfprog_prog_fd(p, fn, BPF_PROG_TYPE_KPROBE), fd;
+	char ev[64];
+
+	if (prog < 0)
+		return -1;
+	snprintf(ev, sizeof(ev), "pyebpf_%d_%u", getpid(), p->probe_seq++);
+	fd = bpf_attach_uprobe(prog, retprobe ? BPF_PROBE_RETURN : BPF_PROBE_ENTRY, ev, binary,
+			       offset, pid, ref_ctr_offset);
+	if (fd < 0) {
+		log_error("attaching %s to %s+0x%llx failed: %s", retprobe ? "uretprobe" : "uprobe",
+			  binary, (unsigned long long)offset, strerror(errno));
+		return -1;
+	}
+	log_debug("attached %s %s at %s+0x%llx (pid %d)", retprobe ? "uretprobe" : "uprobe", fn,
+		  binary, (unsigned long long)offset, pid);
+	return add_link(p, fd);
+}
+
+int bpfprog_attach_perf_event(struct bpfprog *p, const char *fn, uint32_t type, uint64_t config,
+			      uint64_t freq, pid_t pid)
+{
+	int prog = bpfprog_prog_fd(p, fn, BPF_PROG_TYPE_PERF_EVENT), cpus[MAX_CPUS];
+	int n = cpus_online(cpus, MAX_CPUS);
+
+	if (prog < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		int fd = bpf_attach_perf_event(prog, type, config, 0, freq, pid, cpus[i], -1);
+		if (fd < 0) {
+			log_error("attaching a perf event on CPU %d failed: %s", cpus[i],
+				  strerror(errno));
+			return -1;
+		}
+		if (add_link(p, fd))
+			return -1;
+	}
+	return 0;
+}
+
+int bpfprog_attachments(const struct bpfprog *p)
+{
+	return p->nlinks;
+}
+
+int bpfprog_table_fd(struct bpfprog *p, const char *name)
+{
+	return bpf_table_fd(p->mod, name);
+}
+
+uint64_t bpfprog_table_sum_u64(struct bpfprog *p, const char *name, uint32_t key)
+{
+	int fd = bpf_table_fd(p->mod, name), n;
+	size_t leaf = bpf_table_leaf_size(p->mod, name);
+	uint64_t vals[MAX_CPUS] = { 0 }, sum = 0;
+
+	if (fd < 0 || leaf != sizeof(uint64_t))
+		return 0;
+	if (bpf_lookup_elem(fd, &key, vals))
+		return 0;
+	n = bpf_table_type(p->mod, name) == BPF_MAP_TYPE_PERCPU_ARRAY ? libbpf_num_possible_cpus() : 1;
+	for (int i = 0; i < n && i < MAX_CPUS; i++)
+		sum += vals[i];
+	return sum;
+}
+
+/* libbcc hands both callbacks one cookie: the buffer, which knows the tool's callback */
+static void on_raw(void *cookie, void *data, int size)
+{
+	struct perf_buffer *b = cookie;
+	b->cb(b->ctx, data, size);
+}
+
+static void on_lost(void *ctx, uint64_t lost)
+{
+	((struct perf_buffer *)ctx)->lost += lost;
+}
+
+int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
+			     int pages)
+{
+	int map = bpf_table_fd(p->mod, table), cpus[MAX_CPUS], n = cpus_online(cpus, MAX_CPUS);
+	struct perf_buffer *b;
+
+	if (map < 0 || p->nbufs == (int)(sizeof(p->bufs) / sizeof(p->bufs[0]))) {
+		log_error("no perf output table %s in the BPF program", table);
+		return -1;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -1;
+	b->cb = cb, b->ctx = ctx;
+	p->bufs[p->nbufs++] = b;
+	for (int i = 0; i < n; i++) {
+		struct perf_reader *r = bpf_open_perf_buffer(on_raw, on_lost, b, -1, cpus[i], pages);
+		int fd;
+
+		if (!r) {
+			log_error("opening the perf buffer on CPU %d failed: %s", cpus[i],
+				  strerror(errno));
+			return -1;
+		}
+		b->readers[b->nreaders++] = r;
+		fd = perf_reader_fd(r);
+		if (bpf_update_elem(map, &cpus[i], &fd, 0)) {
+			log_error("registering the perf buffer of CPU %d failed: %s", cpus[i],
+				  strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int bpfprog_poll(struct bpfprog *p, int timeout_ms)
+{
+	struct pollfd fds[MAX_CPUS];
+	struct perf_reader *owners[MAX_CPUS];
+	int n = 0, r;
+
+	for (int i = 0; i < p->nbufs; i++)
+		for (int j = 0; j < p->bufs[i]->nreaders && n < MAX_CPUS; j++, n++) {
+			owners[n] = p->bufs[i]->readers[j];
+			fds[n] = (struct pollfd){ .fd = perf_reader_fd(owners[n]), .events = POLLIN };
+		}
+	r = poll(fds, (nfds_t)n, timeout_ms);
+	if (r < 0)
+		return errno == EINTR ? 0 : -1;
+	for (int i = 0; i < n && r > 0; i++)
+		if (fds[i].revents & POLLIN)
+			perf_reader_event_read(owners[i]);
+	return 0;
+}
+
+void bpfprog_drain(struct bpfprog *p)
+{
+	for (int i = 0; i < p->nbufs; i++)
+		for (int j = 0; j < p->bufs[i]->nreaders; j++)
+			perf_reader_event_read(p->bufs[i]->readers[j]);
+}
+
+uint64_t bpfprog_lost(struct bpfprog *p)
+{
+	uint64_t from_buffers = 0, counted = bpfprog_table_sum_u64(p, "events_lost", 0);
+
+	for (int i = 0; i < p->nbufs; i++)
+		from_buffers += p->bufs[i]->lost;
+	return counted > from_buffers ? counted : from_buffers;
+}
+
+void bpfprog_close(struct bpfprog *p)
+{
+	if (!p)
+		return;
+	for (int i = 0; i < p->nlinks; i++)
+		close(p->links[i]);
+	free(p->links);
+	for (int i = 0; i < p->nbufs; i++) {
+		for (int j = 0; j < p->bufs[i]->nreaders; j++)
+			perf_reader_free(p->bufs[i]->readers[j]);
+		free(p->bufs[i]);
+	}
+	for (int i = 0; i < p->nprogs; i++) {
+		close(p->progs[i].fd);
+		free(p->progs[i].name);
+	}
+	bpf_module_destroy(p->mod);
+	free(p);
+}

@@ -1,0 +1,71 @@
+/*
+ * A BPF program compiled by libbcc from embedded text, its attachments and its
+ * output buffers. Every attachment is an fd, so a killed tool leaves nothing behind.
+ */
+#ifndef PYEBPF_BPFPROG_H
+#define PYEBPF_BPFPROG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* -D options for the compile: how settings and BTF offsets reach BPF text. */
+struct cflags {
+	char **v;
+	int n, cap;
+};
+void cflags_add(struct cflags *cf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cflags_free(struct cflags *cf);
+
+/* --ebpf: the cflags as comments, then the text. */
+void bpfprog_print_text(FILE *f, const char *text, const struct cflags *cf);
+
+struct bpfprog;
+
+/*
+ * Finds kernel headers (kheaders.h, says which on stderr), mounts tracefs if
+ * needed and compiles. libbcc's own stdout messages are sent to stderr. Returns
+ * NULL after an error message.
+ */
+struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
+				const char *kernel_headers);
+void bpfprog_close(struct bpfprog *p);
+
+/* Each returns 0, or -1 after an error message naming the hook. */
+/* Function tracepoint__CATEGORY__NAME, as BCC names it. */
+int bpfprog_attach_tracepoint(struct bpfprog *p, const char *category, const char *name);
+int bpfprog_attach_raw_tracepoint(struct bpfprog *p, const char *fn, const char *tp);
+/* offset: file offset in binary (bcc_resolve_symname gives one); pid -1 for all. */
+int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary, uint64_t offset,
+			  pid_t pid, bool retprobe, uint32_t ref_ctr_offset);
+/* Sampling on every online CPU: type/config as perf_event_attr, freq in Hz; pid -1 for all. */
+int bpfprog_attach_perf_event(struct bpfprog *p, const char *fn, uint32_t type, uint64_t config,
+			      uint64_t freq, pid_t pid);
+int bpfprog_attachments(const struct bpfprog *p);
+
+typedef void (*bpfprog_event_cb)(void *ctx, void *data, int size);
+/* Opens a BPF_PERF_OUTPUT table on every online CPU; pages must be a power of two. */
+int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
+			     int pages);
+/* Waits up to timeout_ms and delivers what arrived. Returns 0, or -1 on a real error. */
+int bpfprog_poll(struct bpfprog *p, int timeout_ms);
+/* Delivers everything still buffered, without waiting. */
+void bpfprog_drain(struct bpfprog *p);
+/*
+ * Records lost on the way out: the perf buffers' lost counts, or (larger, because the
+ * kernel reports perf loss only when the next record fits) the "events_lost" counter
+ * that emit_event() in pyebpf.bpf.h keeps.
+ */
+uint64_t bpfprog_lost(struct bpfprog *p);
+
+int bpfprog_table_fd(struct bpfprog *p, const char *name);
+/* Sum of a BPF_PERCPU_ARRAY of u64 at index key, or of a BPF_ARRAY's u64. */
+uint64_t bpfprog_table_sum_u64(struct bpfprog *p, const char *name, uint32_t key);
+/* The loaded program's fd (loading it on first use), or -1. */
+int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type);
+
+/* Online CPU numbers into cpus (at most max); returns how many. */
+int cpus_online(int *cpus, int max);
+
+#endif

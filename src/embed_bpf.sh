@@ -1,0 +1,43 @@
+#!/bin/sh
+# Turns BPF text into a C string: embed_bpf.sh SYMBOL FILE > out.c
+# Local #include "x.h" lines are inlined (from FILE's folder) with #line markers, so
+# clang's errors at run time name the real file and line.
+set -eu
+symbol=$1
+file=$2
+dir=$(dirname "$file")
+awk -v dir="$dir" -v symbol="$symbol" '
+function emit(s) {
+	gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); gsub(/\t/, "\\t", s)
+	printf "\t\"%s\\n\"\n", s
+}
+function inline(path,    line, n, inc) {
+	if (path in busy) { print "embed_bpf.sh: include loop at " path > "/dev/stderr"; exit 1 }
+	busy[path] = 1
+	emit("#line 1 \"" path "\"")
+	n = 0
+	while ((getline line < path) > 0) {
+		n++
+		if (line ~ /^[ \t]*#[ \t]*include[ \t]*"[^"]+"/) {
+			inc = line
+			sub(/^[^"]*"/, "", inc); sub(/".*$/, "", inc)
+			if ((getline tmp < (dir "/" inc)) >= 0) {
+				close(dir "/" inc)
+				inline(dir "/" inc)
+				emit("#line " (n + 1) " \"" path "\"")
+				continue
+			}
+		}
+		emit(line)
+	}
+	close(path)
+	delete busy[path]
+}
+BEGIN {
+	printf "/* Generated from %s by src/embed_bpf.sh: do not edit. */\n", ARGV[1]
+	printf "const char %s[] =\n", symbol
+	inline(ARGV[1])
+	printf ";\n"
+	ARGV[1] = ""
+}
+' "$file"

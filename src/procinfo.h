@@ -1,0 +1,21 @@
+/* Facts about processes and threads from /proc, including namespace ids (containers). */
+#ifndef PYEBPF_PROCINFO_H
+#define PYEBPF_PROCINFO_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct nsids {
+	pid_t pid; /* innermost PID namespace's ids: what the container sees */
+	pid_t tid;
+};
+
+/* The innermost NSpid of pid/tid (both the host ids when not in a namespace). 0 or -1. */
+int procinfo_nsids(pid_t pid, pid_t tid, struct nsids *out);
+/* /proc/PID/task/TID/comm without the newline; 0 or -1. */
+int procinfo_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+bool procinfo_exists(pid_t pid);
+/* The process's parent pid, or -1. */
+pid_t procinfo_ppid(pid_t pid);
+
+#endif

@@ -1,0 +1,39 @@
+#include "pyebpf_bpf.h"
+
+#include <bcc/libbpf.h>
+#include <errno.h>
+#include <string.h>
+
+#include "log.h"
+
+int pyebpf_bpf_cflags(struct kbtf *b, struct cflags *cf, const struct common_opts *c)
+{
+	unsigned upid_size;
+
+	if (kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_PID", "task_struct", "thread_pid") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_GROUP_LEADER", "task_struct", "group_leader") ||
+	    kbtf_offset_cflag(b, cf, "OFF_PID_LEVEL", "pid", "level") ||
+	    kbtf_offset_cflag(b, cf, "OFF_PID_NUMBERS", "pid", "numbers") ||
+	    kbtf_offset_cflag(b, cf, "OFF_UPID_NR", "upid", "nr") ||
+	    kbtf_struct_size(b, "upid", &upid_size))
+		return -1;
+	cflags_add(cf, "-DSIZEOF_UPID=%u", upid_size);
+	if (c->npids)
+		cflags_add(cf, "-DFILTER_PIDS");
+	return 0;
+}
+
+int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c)
+{
+	int fd = bpfprog_table_fd(p, "pid_filter");
+	unsigned char one = 1;
+
+	for (int i = 0; i < c->npids; i++) {
+		__u32 pid = (__u32)c->pids[i];
+		if (fd < 0 || bpf_update_elem(fd, &pid, &one, 0)) {
+			log_error("cannot set the pid filter: %s", strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}

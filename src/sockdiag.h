@@ -1,0 +1,47 @@
+/*
+ * TCP socket counts by state, IPv4 and IPv6, from netlink sock_diag (what ss
+ * reads): one dump per family, no /proc/net/tcp text to parse, and TIME_WAIT and
+ * SYN_RECV (request) sockets included as the kernel holds them.
+ */
+#ifndef PYEBPF_SOCKDIAG_H
+#define PYEBPF_SOCKDIAG_H
+
+#include <netinet/in.h>
+
+/* Kernel TCP states (include/net/tcp_states.h); index into counts.states. */
+enum {
+	SOCKDIAG_ESTABLISHED = 1,
+	SOCKDIAG_SYN_SENT,
+	SOCKDIAG_SYN_RECV,
+	SOCKDIAG_FIN_WAIT1,
+	SOCKDIAG_FIN_WAIT2,
+	SOCKDIAG_TIME_WAIT,
+	SOCKDIAG_CLOSE,
+	SOCKDIAG_CLOSE_WAIT,
+	SOCKDIAG_LAST_ACK,
+	SOCKDIAG_LISTEN,
+	SOCKDIAG_CLOSING,
+	SOCKDIAG_NSTATES = 16,
+};
+
+struct sockdiag_counts {
+	unsigned long states[SOCKDIAG_NSTATES];
+	unsigned long total;
+	/* ESTABLISHED split by whether the local port is a listening port */
+	unsigned long established_inbound, established_outbound;
+	/* non-listening sockets whose local port lies in the ephemeral range */
+	unsigned long ephemeral;
+	/* the destination (address and port) holding the most TIME_WAIT sockets */
+	unsigned long max_time_wait_one_dst;
+	char max_time_wait_dst[INET6_ADDRSTRLEN + 8]; /* "ip:port", "[ip6]:port", or "" */
+};
+
+struct sockdiag;
+
+struct sockdiag *sockdiag_open(void);
+/* Counts every TCP socket of the caller's network namespace. Returns 0, or -errno. */
+int sockdiag_count(struct sockdiag *sd, unsigned port_lo, unsigned port_hi,
+		   struct sockdiag_counts *out);
+void sockdiag_close(struct sockdiag *sd);
+
+#endif

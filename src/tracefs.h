@@ -1,0 +1,10 @@
+/* BCC builds tracepoint argument structs from tracefs format files: it must be mounted. */
+#ifndef PYEBPF_TRACEFS_H
+#define PYEBPF_TRACEFS_H
+
+/* Mounts tracefs (and debugfs) when missing. Returns 0, or -1 after saying what to run. */
+int tracefs_ensure(void);
+/* Whether the tracepoint CATEGORY:NAME exists on this kernel. */
+int tracefs_has_event(const char *category, const char *name);
+
+#endif
