@@ -1,0 +1,49 @@
+/*
+ * The parts of an ELF file a tracer needs: symbols (.dynsym and .symtab), the
+ * PT_LOAD segments (to turn a mapping into a load bias, also when patchelf added
+ * segments), and whether USDT notes are present. Read once with libelf, then closed.
+ */
+#ifndef PYEBPF_ELFSYMS_H
+#define PYEBPF_ELFSYMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct elfsyms;
+
+struct elf_segment {
+	uint64_t vaddr, offset, filesz, memsz;
+	uint32_t flags; /* PF_R/PF_W/PF_X */
+};
+
+struct elf_symbol {
+	const char *name;
+	uint64_t value; /* st_value: the ELF virtual address */
+	uint64_t size;
+	bool func;      /* STT_FUNC (else data) */
+	bool dynamic;   /* from .dynsym */
+};
+
+/* NULL (errno set) when path is not a readable ELF file. */
+struct elfsyms *elfsyms_open(const char *path);
+void elfsyms_close(struct elfsyms *e);
+
+/* A defined symbol by exact name (version suffixes "@..." are ignored), or NULL. */
+const struct elf_symbol *elfsyms_find(const struct elfsyms *e, const char *name);
+bool elfsyms_has_symtab(const struct elfsyms *e);
+bool elfsyms_has_usdt(const struct elfsyms *e);
+bool elfsyms_is_exec(const struct elfsyms *e); /* ET_EXEC: fixed addresses */
+
+int elfsyms_segments(const struct elfsyms *e, const struct elf_segment **segs);
+
+/*
+ * The load bias of a mapping that starts at map_start and maps the file from
+ * map_offset (as in /proc/PID/maps): the PT_LOAD segment that begins in that page
+ * tells which virtual address the mapping holds. 0, or -1 when no segment matches.
+ */
+int elfsyms_bias(const struct elfsyms *e, uint64_t map_start, uint64_t map_offset, uint64_t *bias);
+
+/* File offset of a virtual address (for uprobes); 0, or -1 when it is in no segment. */
+int elfsyms_vaddr_to_offset(const struct elfsyms *e, uint64_t vaddr, uint64_t *offset);
+
+#endif
