@@ -62,7 +62,8 @@ void out_event(struct out *o, json_t *obj)
 	if (o->env)
 		json_set_str(obj, "env", o->env);
 	if (o->json) {
-		char *line = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		/* 15 digits: jansson's default 17 prints 166.365 as 166.36500000000001 */
+		char *line = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
 		if (line) {
 			puts(line);
 			free(line);
