@@ -406,16 +406,11 @@ int main(int argc, char **argv)
 	};
 	struct run run = { 0 };
 	uint64_t interval_ns, next;
-	int rc = EXIT_RUNTIME, first_operand;
+	int rc = EXIT_RUNTIME;
 
 	set_procs(&s, "python,gunicorn,uwsgi,nginx");
-	first_operand = opts_parse(&doc, options, argc, argv, &s.common, handle_option, &s);
-	if (first_operand < 0)
+	if (opts_parse(&doc, options, argc, argv, &s.common, handle_option, &s) < 0)
 		return EXIT_USAGE;
-	if (first_operand < argc) {
-		opts_usage_error("unexpected argument '%s' (the interval is -i SECONDS)", argv[first_operand]);
-		return EXIT_USAGE;
-	}
 	resolve_interface(&s);
 
 	run.sd = sockdiag_open();
