@@ -30,6 +30,7 @@ static const char types_h[] =
 	"typedef unsigned long size_t;\ntypedef long ssize_t;\ntypedef int pid_t;\n"
 	"typedef unsigned long uintptr_t;\n"
 	"#define NULL ((void *)0)\n"
+	"#ifndef __always_inline\n#define __always_inline inline __attribute__((always_inline))\n#endif\n"
 	"#endif\n";
 
 static const char kconfig_h[] = "#define CONFIG_BPF_SYSCALL 1\n";

@@ -1,0 +1,259 @@
+"""tcphandshake against real sockets: loopback, IPv6, refused, a 1 s SYN loss in a netns pair."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from conftest import (TARGETS, assert_fields_documented, assert_nothing_left, bpf_progs_of, run,
+                      tool_path)
+
+N = 7  # a prime number of connections: counts cannot match by accident
+
+
+def free_closed_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    return port
+
+
+def start_connector(n, family, closed_port=None):
+    args = [sys.executable, os.path.join(TARGETS, "tcp_connects.py"), str(n), family]
+    if closed_port:
+        args.append(str(closed_port))
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hello = json.loads(p.stdout.readline())
+    return p, hello
+
+
+def finish_connector(p):
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    result = json.loads(p.stdout.readline())
+    p.stdin.close()
+    p.wait(timeout=30)
+    return result
+
+
+def connect_and_trace(run_tool, family, extra=()):
+    closed = free_closed_port() if family == "4" else None
+    p, hello = start_connector(N, family, closed)
+    tool = run_tool("tcphandshake", "-p", str(hello["pid"]), *extra)
+    result = finish_connector(p)
+    time.sleep(0.5)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    return tool, result, closed
+
+
+@pytest.mark.parametrize("family", ["4", "6"])
+def test_every_loopback_connect_and_accept_once(run_tool, family):
+    tool, result, closed = connect_and_trace(run_tool, family)
+    pid, port = result["pid"], result["port"]
+    connects = [e for e in tool.events("tcp_connect") if e["dst_port"] == port]
+    accepts = tool.events("tcp_accept")
+    assert sorted(e["src_port"] for e in connects) == sorted(result["client_ports"])
+    assert sorted(e["src_port"] for e in accepts) == sorted(result["client_ports"])
+    host = "::1" if family == "6" else "127.0.0.1"
+    for e in connects + accepts:
+        assert e["pid"] == pid and e["tid"] == pid
+        assert e["container_pid"] == pid  # not in a PID namespace: same ids
+        assert e["comm"].startswith("python")
+        assert e["family"] == ("ipv6" if family == "6" else "ipv4")
+        assert e["src_ip"] == host and e["dst_ip"] == host and e["dst_port"] == port
+        assert e["outcome"] == "success"
+        # loopback: a handshake takes microseconds, well under 100 ms on a loaded machine
+        assert 0 < e["handshake_us"] < 100000
+        assert 0 < e["srtt_us"] < 100000
+    for e in accepts:
+        # the target accepts right after connecting: the queue wait is short
+        assert 0 <= e["accept_queue_ms"] < 1000
+    if closed:
+        refused = [e for e in tool.events("tcp_connect") if e["dst_port"] == closed]
+        assert result["refused"] is True
+        assert [e["outcome"] for e in refused] == ["refused"]
+        assert refused[0]["srtt_us"] is None
+    summary = tool.events("tcphandshake_summary")
+    assert summary and summary[0]["lost"] == 0
+    assert_fields_documented("tcphandshake", tool.events("tcp_connect") + accepts)
+
+
+def test_env_tag_and_port_filter(run_tool):
+    p, hello = start_connector(3, "4")
+    other, other_hello = start_connector(2, "4")
+    tool = run_tool("tcphandshake", "--port", str(hello["port"]), "-e", "staging")
+    result = finish_connector(p)
+    finish_connector(other)
+    time.sleep(0.5)
+    tool.stop()
+    events = tool.events("tcp_connect") + tool.events("tcp_accept")
+    assert len(events) == 6
+    assert {e["dst_port"] for e in events} == {result["port"]}
+    assert {e["env"] for e in events} == {"staging"}
+
+
+def test_columns_mode_has_a_header_and_one_row_per_event(run_tool):
+    p, hello = start_connector(3, "4")
+    tool = run_tool("tcphandshake", "-p", str(hello["pid"]), json_mode=False)
+    finish_connector(p)
+    time.sleep(0.5)
+    tool.stop()
+    lines = tool.stdout.splitlines()
+    assert lines[0].split()[:4] == ["TIME", "METRIC", "PID", "COMM"]
+    assert len(lines) == 1 + 6
+    assert all(str(hello["pid"]) in l for l in lines[1:])
+    assert "Hit Ctrl-C to end." not in tool.stdout  # banners stay on stderr
+
+
+def test_handshake_with_a_lost_syn_matches_the_clients_clock(run_tool, netns_pair):
+    """nft drops every other SYN at the server: each connect waits one SYN RTO (~1 s)."""
+    ns = netns_pair
+    ns.ns(ns.server, "nft", "add table inet t; add chain inet t in { type filter hook input priority 0; }; "
+          "add rule inet t in tcp dport 8080 tcp flags & (syn | ack) == syn numgen inc mod 2 == 0 drop")
+    server = ns.popen(ns.server, [sys.executable, os.path.join(TARGETS, "tcp_server.py"),
+                                  ns.server_ip, "8080"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        tool = run_tool("tcphandshake", "--port", "8080")
+        # real-time priority: the client's clock should not include waiting for a CPU
+        client = ns.ns(ns.client, "chrt", "-f", "10", sys.executable,
+                       os.path.join(TARGETS, "tcp_timed_connect.py"),
+                       ns.server_ip, "8080", "3")
+        truth = [json.loads(l) for l in client.stdout.splitlines()]
+        time.sleep(0.5)
+        tool.stop()
+    finally:
+        server.kill()
+        server.wait()
+    connects = {e["src_port"]: e for e in tool.events("tcp_connect")}
+    accepts = {e["src_port"]: e for e in tool.events("tcp_accept")}
+    assert len(truth) == 3
+    for t in truth:
+        e = connects[t["sport"]]
+        assert 900000 < t["connect_us"] < 3500000  # the SYN really was lost once
+        assert abs(e["handshake_us"] - t["connect_us"]) <= 0.02 * t["connect_us"]
+        assert e["outcome"] == "success"
+        # the server saw the lost SYN arrive too (it was dropped after netif_receive)
+        a = accepts[t["sport"]]
+        assert abs(a["handshake_us"] - t["connect_us"]) <= 0.02 * t["connect_us"]
+        assert a["dst_ip"] == ns.server_ip and a["src_ip"] == ns.client_ip
+
+
+def test_srtt_equals_what_ss_reports(run_tool):
+    """The kernel's own sock_diag view (ss -ti) of a connection held open after the handshake."""
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    tool = run_tool("tcphandshake", "--port", str(port))
+    c = socket.create_connection(("127.0.0.1", port))
+    a, _ = srv.accept()
+    time.sleep(0.3)
+    ss = run(["ss", "-tinH", "state", "established", "( sport = :%d )" % c.getsockname()[1]]).stdout
+    time.sleep(0.3)
+    tool.stop()
+    sport = c.getsockname()[1]
+    c.close(), a.close(), srv.close()
+    import re
+    m = re.search(r"\brtt:([\d.]+)/", ss)
+    assert m, ss
+    ss_srtt_us = float(m.group(1)) * 1000
+    e = tool.events("tcp_connect")
+    assert len(e) == 1 and e[0]["src_port"] == sport
+    # ss prints srtt in ms with 3 decimals from the same tcp_sock field (>> 3)
+    assert abs(e[0]["srtt_us"] - ss_srtt_us) <= 1
+
+
+@pytest.mark.parametrize("how", ["debian-6.1", "builtin-no-headers", "builtin-empty-dir"])
+def test_same_events_with_any_kernel_headers(run_tool, how, tmp_path):
+    env = dict(os.environ)
+    args = []
+    if how == "builtin-empty-dir":
+        args = ["--kernel-headers", str(tmp_path)]
+    cmd_prefix = None
+    if how == "builtin-no-headers":
+        if not os.path.isdir("/usr/src"):
+            pytest.skip("no /usr/src to hide")
+        # hide every header tree: a private mount namespace with an empty /usr/src
+        cmd_prefix = ["unshare", "-m", "sh", "-c",
+                      'mount -t tmpfs none /usr/src && exec "$0" "$@"']
+    p, hello = start_connector(3, "4")
+    if cmd_prefix:
+        from conftest import Tool
+        tool = Tool.__new__(Tool)
+        Tool.__init__(tool, "tcphandshake", [], env=env)  # placeholder replaced below
+        tool.proc.kill()
+        tool.proc.wait()
+        tool.cmd = cmd_prefix + [tool_path("tcphandshake"), "-j", "-p", str(hello["pid"])]
+        tool.proc = subprocess.Popen(tool.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        tool.wait_ready()
+    else:
+        tool = run_tool("tcphandshake", "-p", str(hello["pid"]), *args)
+    result = finish_connector(p)
+    time.sleep(0.5)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    if how == "debian-6.1":
+        assert "kernel headers: /usr/src/linux-headers-" in tool.stderr
+    else:
+        assert "kernel headers: pyebpf's built-in minimal headers" in tool.stderr
+    assert sorted(e["src_port"] for e in tool.events("tcp_connect")) == sorted(result["client_ports"])
+    assert sorted(e["src_port"] for e in tool.events("tcp_accept")) == sorted(result["client_ports"])
+
+
+def test_unknown_option_is_a_usage_error():
+    r = run([tool_path("tcphandshake"), "--bogus"], check=False)
+    assert r.returncode == 2
+    assert "unknown option '--bogus'" in r.stderr and "--help" in r.stderr
+    assert r.stdout == ""
+
+
+def test_pid_that_does_not_exist():
+    r = run([tool_path("tcphandshake"), "-p", "999999999"], check=False)
+    assert r.returncode == 2
+    assert "no process with pid 999999999" in r.stderr
+
+
+def test_without_privileges_names_the_capabilities():
+    r = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+             tool_path("tcphandshake"), "-d", "1"], check=False)
+    assert r.returncode == 1
+    assert "CAP_BPF" in r.stderr and "CAP_PERFMON" in r.stderr
+
+
+def test_ebpf_prints_the_program_with_its_offsets():
+    r = run([tool_path("tcphandshake"), "--ebpf", "--port", "80"])
+    assert "TRACEPOINT_PROBE(sock, inet_sock_set_state)" in r.stdout
+    assert "// cflag: -DPORT=80" in r.stdout
+    assert "-DOFF_TCP_SOCK_SRTT_US=" in r.stdout
+    # shared headers are inlined with #line markers: compile errors name the real file
+    assert '#line 1 "bpf_text/pyebpf.bpf.h"' in r.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_ends_with_summary_and_nothing_attached(run_tool, sig):
+    tool = run_tool("tcphandshake")
+    progs = bpf_progs_of(tool.proc.pid)
+    assert len(progs) == 5  # one program per tracepoint
+    tool.stop(sig)
+    assert tool.returncode == 0
+    assert "summary" in tool.stderr
+    assert tool.events("tcphandshake_summary")
+    assert_nothing_left(progs)
+
+
+def test_duration_stops_by_itself(run_tool):
+    t0 = time.time()
+    tool = run_tool("tcphandshake", "-d", "2")
+    tool.proc.wait(timeout=30)
+    tool.stop()
+    assert tool.returncode == 0
+    assert time.time() - t0 < 30
