@@ -1,0 +1,582 @@
+/*
+ * pyhandoff: how long a request waits between the thread that takes a connection
+ * (accept, or a keep-alive socket leaving the poller) and the worker thread that
+ * first reads it (gunicorn gthread), and how long connections wait in the kernel's
+ * accept queue (uwsgi, whose threads accept for themselves). Syscall tracepoints and
+ * sock:inet_sock_set_state only.
+ */
+#include <bcc/libbpf.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <linux/types.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bpfprog.h"
+#include "kbtf.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "opts.h"
+#include "out.h"
+#include "procinfo.h"
+#include "pyebpf_bpf.h"
+#include "pyhandoff.h"
+
+extern const char pyhandoff_bpf_text[];
+
+static const struct tool_doc doc = {
+	.name = "pyhandoff",
+	.summary = "Trace how long requests wait for a worker thread (gunicorn gthread) and in the accept queue.",
+	.examples = "  pyhandoff                       # every process on the host\n"
+		    "  pyhandoff -p 4242 --children    # gunicorn master 4242 and its workers, also new ones\n"
+		    "  pyhandoff -p 4243 --min-ms 10   # worker 4243, waits of 10 ms or more\n"
+		    "  pyhandoff -p 4242 --children -j -e prod  # JSON lines tagged env=prod\n",
+};
+
+enum { OPT_CHILDREN = OPT_TOOL_BASE, OPT_MIN_MS };
+
+static const struct opt options[] = {
+	OPT_ENTRY_PID,
+	{ OPT_CHILDREN, 0, "children", NULL, "also trace the child processes of -p pids (workers), including ones started later" },
+	{ OPT_MIN_MS, 0, "min-ms", "MS", "print only waits of MS milliseconds or more (the summary counts all)" },
+	OPT_ENTRY_ENV,
+	OPT_ENTRY_DURATION,
+	OPT_ENTRY_JSON,
+	OPT_ENTRY_KHEADERS,
+	OPT_ENTRY_EBPF,
+	OPT_ENTRY_VERBOSE,
+	OPT_ENTRY_HELP,
+	OPT_ENTRY_VERSION,
+	OPT_END,
+};
+
+static const struct out_column columns[] = {
+	{ "time", "TIME", -27 },
+	{ "pid", "PID", 7 },
+	{ "main_tid", "MAIN", 7 },
+	{ "worker_tid", "WORKER", 7 },
+	{ "fd", "FD", 4 },
+	{ "queue_path", "PATH", -12 },
+	{ "pickup_via", "VIA", -8 },
+	{ "duration_ms", "WAIT_MS", 10 },
+	{ "worker_thread_name", "WORKER_THREAD", -20 },
+	{ NULL, NULL, 0 },
+};
+
+struct settings {
+	struct common_opts common;
+	bool children;
+	double min_ms;
+};
+
+/* Waits of one process and one kind (handoff or accept queue), for the summary. */
+struct waits {
+	__u32 pid;
+	int accept_queue;
+	char comm[16];
+	double *ms;
+	size_t n, cap;
+};
+
+struct run {
+	struct out *out;
+	const struct settings *s;
+	unsigned long long events, printed;
+	struct waits *waits;
+	size_t nwaits, capwaits;
+};
+
+static int handle_option(int id, const char *arg, void *ctx)
+{
+	struct settings *s = ctx;
+
+	switch (id) {
+	case OPT_CHILDREN:
+		s->children = true;
+		return 0;
+	case OPT_MIN_MS:
+		return opts_parse_double("min-ms", arg, 0, 3600e3, &s->min_ms);
+	}
+	return -1;
+}
+
+/* Kernel struct offsets (from BTF) and settings, as the BPF text's -D options. */
+static int build_cflags(const struct settings *s, struct cflags *cf)
+{
+	struct kbtf *b = kbtf_open();
+	int r = -1;
+
+	if (!b)
+		return -1;
+	if (pyebpf_bpf_cflags(b, cf, &s->common) ||
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_FILES", "task_struct", "files") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_PID", "task_struct", "pid") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_TGID", "task_struct", "tgid") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FILES_FDT", "files_struct", "fdt") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_MAX_FDS", "fdtable", "max_fds") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_FD", "fdtable", "fd") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FILE_PRIVATE_DATA", "file", "private_data") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FILE_F_INODE", "file", "f_inode") ||
+	    kbtf_offset_cflag(b, cf, "OFF_INODE_I_MODE", "inode", "i_mode") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SOCKET_SK", "socket", "sk"))
+		goto out;
+	if (s->children)
+		cflags_add(cf, "-DFOLLOW_CHILDREN");
+	r = 0;
+out:
+	kbtf_close(b);
+	return r;
+}
+
+/* Inodes of the listening TCP sockets in /proc/PID/net/tcp{,6} (the process's netns). */
+static int listening_inodes(pid_t pid, unsigned long *inodes, int max)
+{
+	static const char *files[] = { "tcp", "tcp6" };
+	int n = 0;
+
+	for (unsigned i = 0; i < 2; i++) {
+		char path[64], line[512];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/net/%s", pid, files[i]);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f) && n < max) {
+			unsigned st;
+			unsigned long ino;
+			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+			if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) == 2 &&
+			    st == 0x0a)
+				inodes[n++] = ino;
+		}
+		fclose(f);
+	}
+	return n;
+}
+
+/* Whether pid holds a listening TCP socket: a process that is no server sees no handoffs. */
+static bool holds_listener(pid_t pid)
+{
+	unsigned long inodes[1024];
+	int n = listening_inodes(pid, inodes, 1024);
+	char path[64];
+	struct dirent *d;
+	bool found = false;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = opendir(path);
+	if (!dir)
+		return false;
+	while (!found && (d = readdir(dir))) {
+		char fdpath[300], target[64];
+		unsigned long ino;
+		ssize_t len;
+
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, d->d_name);
+		len = readlink(fdpath, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (sscanf(target, "socket:[%lu]", &ino) != 1)
+			continue;
+		for (int i = 0; i < n && !found; i++)
+			found = inodes[i] == ino;
+	}
+	closedir(dir);
+	return found;
+}
+
+/* --children: the running descendants of the -p pids go into the BPF "children" map. */
+static int follow_existing_children(struct bpfprog *p, const struct common_opts *c)
+{
+	int fd = bpfprog_table_fd(p, "children");
+	__u32 set[4096];
+	int n = 0, added = 1;
+	unsigned char one = 1;
+
+	if (fd < 0)
+		return -1;
+	for (int i = 0; i < c->npids; i++)
+		set[n++] = (__u32)c->pids[i];
+	/* repeat until nothing new: grandchildren may be listed before their parents */
+	while (added) {
+		DIR *dir = opendir("/proc");
+		struct dirent *d;
+
+		added = 0;
+		if (!dir)
+			return -1;
+		while ((d = readdir(dir)) && n < 4096) {
+			pid_t pid, ppid;
+			bool known = false;
+
+			if (!isdigit((unsigned char)d->d_name[0]))
+				continue;
+			pid = atoi(d->d_name);
+			ppid = procinfo_ppid(pid);
+			for (int i = 0; i < n && !known; i++)
+				known = set[i] == (__u32)pid;
+			if (known || ppid <= 0)
+				continue;
+			for (int i = 0; i < n; i++)
+				if (set[i] == (__u32)ppid) {
+					set[n++] = (__u32)pid;
+					added = 1;
+					log_debug("following child %d of %d", pid, ppid);
+					if (bpf_update_elem(fd, &set[n - 1], &one, 0)) {
+						log_error("cannot follow child %d: %s", pid, strerror(errno));
+						closedir(dir);
+						return -1;
+					}
+					break;
+				}
+		}
+		closedir(dir);
+	}
+	return 0;
+}
+
+/* -p pids must exist; a process without a listening socket is traced with a warning. */
+static int check_targets(const struct common_opts *c, bool children)
+{
+	for (int i = 0; i < c->npids; i++) {
+		pid_t pid = c->pids[i];
+		char comm[32] = "?";
+
+		if (!procinfo_exists(pid)) {
+			log_error("no process with pid %d", pid);
+			return -1;
+		}
+		procinfo_comm(pid, pid, comm, sizeof(comm));
+		if (!holds_listener(pid))
+			log_warn("pid %d (comm \"%s\") holds no listening TCP socket: it does not look like "
+				 "a server%s; tracing it anyway", pid, comm,
+				 children ? " (its children may be)" : "");
+	}
+	return 0;
+}
+
+static const char *path_name(unsigned path)
+{
+	switch (path) {
+	case HANDOFF_ACCEPT:
+		return "accept";
+	case HANDOFF_EPOLL_DEL:
+		return "epoll_del";
+	case HANDOFF_ACCEPT_QUEUE:
+		return "accept_queue";
+	}
+	return "unknown";
+}
+
+static const char *via_name(unsigned via)
+{
+	static const char *names[] = { "?", "read", "readv", "recvfrom", "recvmsg", "accept", "accept4" };
+
+	return via < sizeof(names) / sizeof(names[0]) ? names[via] : "?";
+}
+
+/*
+ * The thread's name. The CPython thread-name reader (src/pyproc.h) is not in the
+ * library yet, so this is the OS thread name (comm) the kernel had at the event.
+ */
+static void thread_name(const char *comm, size_t len, char *buf, size_t buflen)
+{
+	snprintf(buf, buflen, "%.*s", (int)len, comm);
+}
+
+static struct waits *waits_of(struct run *run, __u32 pid, int accept_queue, const char *comm)
+{
+	struct waits *w;
+
+	for (size_t i = 0; i < run->nwaits; i++)
+		if (run->waits[i].pid == pid && run->waits[i].accept_queue == accept_queue)
+			return &run->waits[i];
+	if (run->nwaits == run->capwaits) {
+		size_t cap = run->capwaits ? run->capwaits * 2 : 8;
+		struct waits *nw = realloc(run->waits, cap * sizeof(*nw));
+		if (!nw)
+			return NULL;
+		run->waits = nw;
+		run->capwaits = cap;
+	}
+	w = &run->waits[run->nwaits++];
+	memset(w, 0, sizeof(*w));
+	w->pid = pid;
+	w->accept_queue = accept_queue;
+	memcpy(w->comm, comm, sizeof(w->comm) - 1);
+	return w;
+}
+
+static void waits_add(struct run *run, const struct handoff_event *ev, double ms)
+{
+	struct waits *w = waits_of(run, ev->pid, ev->path == HANDOFF_ACCEPT_QUEUE, ev->worker_comm);
+
+	if (!w)
+		return;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 1024;
+		double *nm = realloc(w->ms, cap * sizeof(*nm));
+		if (!nm)
+			return;
+		w->ms = nm;
+		w->cap = cap;
+	}
+	w->ms[w->n++] = ms;
+}
+
+static void set_tid(json_t *o, const char *key, __u32 v)
+{
+	json_object_set_new(o, key, v ? json_integer(v) : json_null());
+}
+
+static void print_event(struct run *run, const struct handoff_event *ev)
+{
+	char queued[40], picked[40], name[64];
+	double ms = (double)(ev->pickup_ns - ev->queued_ns) / 1e6;
+	int handoff = ev->path != HANDOFF_ACCEPT_QUEUE;
+	json_t *o;
+
+	run->events++;
+	waits_add(run, ev, ms);
+	if (ms < run->s->min_ms)
+		return;
+	o = json_object();
+	time_format_mono_ns(ev->queued_ns, queued, sizeof(queued));
+	time_format_mono_ns(ev->pickup_ns, picked, sizeof(picked));
+	json_set_str(o, "metric", "handoff");
+	json_set_int(o, "pid", ev->pid);
+	json_set_int(o, "tid", ev->worker_tid);
+	set_tid(o, "container_pid", ev->nspid);
+	set_tid(o, "container_tid", ev->nstid);
+	json_set_real(o, "duration_ms", ms);
+	json_set_real(o, "handoff_ms", ms);
+	json_set_int(o, "worker_tid", ev->worker_tid);
+	json_set_strn(o, "worker_comm", ev->worker_comm, sizeof(ev->worker_comm));
+	thread_name(ev->worker_comm, sizeof(ev->worker_comm), name, sizeof(name));
+	json_set_str(o, "worker_thread_name", name);
+	/* the accept queue is the kernel's: no thread put the connection there */
+	set_tid(o, "main_tid", handoff ? ev->main_tid : 0);
+	if (handoff) {
+		json_set_strn(o, "main_comm", ev->main_comm, sizeof(ev->main_comm));
+		thread_name(ev->main_comm, sizeof(ev->main_comm), name, sizeof(name));
+		json_set_str(o, "main_thread_name", name);
+	} else {
+		json_object_set_new(o, "main_comm", json_null());
+		json_object_set_new(o, "main_thread_name", json_null());
+	}
+	json_set_int(o, "fd", ev->fd);
+	json_set_str(o, "queue_path", path_name(ev->path));
+	json_set_str(o, "pickup_via", via_name(ev->via));
+	json_set_str(o, "queued_time", queued);
+	json_set_str(o, "pickup_time", picked);
+	json_set_str(o, "time", picked);
+	out_event(run->out, o);
+	run->printed++;
+}
+
+static void on_event(void *ctx, void *data, int size)
+{
+	if (size >= (int)sizeof(struct handoff_event))
+		print_event(ctx, data);
+}
+
+static int attach_all(struct bpfprog *p, const struct settings *s)
+{
+	/* where waits end first, then where they begin: no wait is begun that cannot end */
+	if (bpfprog_attach_tracepoint(p, "sock", "inet_sock_set_state") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_close") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_read") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_readv") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_recvfrom") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_recvmsg") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_accept4") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_accept") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_epoll_ctl"))
+		return -1;
+	if (s->children &&
+	    (bpfprog_attach_raw_tracepoint(p, "raw_tracepoint__sched_process_fork", "sched_process_fork") ||
+	     bpfprog_attach_tracepoint(p, "sched", "sched_process_exit")))
+		return -1;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double percentile(const double *sorted, size_t n, double p)
+{
+	size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+
+	return sorted[i < n ? i : n - 1];
+}
+
+/* A log2 histogram of the waits in microseconds, BCC style. */
+static void print_histogram(const struct waits *w)
+{
+	unsigned long long buckets[40] = { 0 }, max = 0;
+	int top = 0;
+
+	for (size_t i = 0; i < w->n; i++) {
+		unsigned long long us = (unsigned long long)(w->ms[i] * 1000.0);
+		int b = 0;
+
+		while (us > 1 && b < 39) {
+			us >>= 1;
+			b++;
+		}
+		buckets[b]++;
+		if (b > top)
+			top = b;
+	}
+	for (int b = 0; b <= top; b++)
+		if (buckets[b] > max)
+			max = buckets[b];
+	fprintf(stderr, "%20s : %-9s %s\n", "usecs", "count", "distribution");
+	for (int b = 0; b <= top; b++) {
+		unsigned long long lo = b ? 1ull << b : 0, hi = (1ull << (b + 1)) - 1;
+		int stars = max ? (int)(buckets[b] * 40 / max) : 0;
+		char range[32];
+
+		snprintf(range, sizeof(range), "%llu -> %llu", lo, hi);
+		fprintf(stderr, "%20s : %-9llu |%-40.*s|\n", range, buckets[b], stars,
+			"****************************************");
+	}
+}
+
+static const char *model_name(const struct handoff_proc_counts *c)
+{
+	if (c->handoffs)
+		return "handoff";
+	if (c->same_thread)
+		return "each-thread-accepts";
+	return "none-seen";
+}
+
+/* Per process: server model, counts, histogram and percentiles of each kind of wait. */
+static void summarize(struct bpfprog *p, struct run *run)
+{
+	int fd = bpfprog_table_fd(p, "procs");
+	__u32 key, next, *prev = NULL;
+	struct handoff_proc_counts c;
+	int procs = 0;
+
+	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
+		json_t *sum;
+
+		key = next;
+		prev = &key;
+		if (bpf_lookup_elem(fd, &key, &c))
+			continue;
+		procs++;
+		sum = json_object();
+		json_set_str(sum, "metric", "handoff_process");
+		json_set_int(sum, "pid", key);
+		json_set_str(sum, "model", model_name(&c));
+		json_set_int(sum, "handoffs", (json_int_t)c.handoffs);
+		json_set_int(sum, "same_thread_reads", (json_int_t)c.same_thread);
+		json_set_int(sum, "accept_queue", (json_int_t)c.accepts);
+		json_set_int(sum, "fd_reused", (json_int_t)c.stale);
+		out_summary(run->out, "process", sum);
+	}
+	for (size_t i = 0; i < run->nwaits; i++) {
+		struct waits *w = &run->waits[i];
+		json_t *sum;
+
+		if (!w->n)
+			continue;
+		qsort(w->ms, w->n, sizeof(double), cmp_double);
+		fprintf(stderr, "\npid %u (%s), %s waits:\n", w->pid, w->comm,
+			w->accept_queue ? "accept queue" : "handoff");
+		print_histogram(w);
+		sum = json_object();
+		json_set_str(sum, "metric", "handoff_latency");
+		json_set_int(sum, "pid", w->pid);
+		json_set_str(sum, "kind", w->accept_queue ? "accept_queue" : "handoff");
+		json_set_int(sum, "count", (json_int_t)w->n);
+		json_set_real(sum, "p50_ms", percentile(w->ms, w->n, 50));
+		json_set_real(sum, "p90_ms", percentile(w->ms, w->n, 90));
+		json_set_real(sum, "p99_ms", percentile(w->ms, w->n, 99));
+		json_set_real(sum, "max_ms", w->ms[w->n - 1]);
+		out_summary(run->out, "latency", sum);
+	}
+	if (!procs)
+		log_info("no accept or handoff seen in the traced processes");
+}
+
+int main(int argc, char **argv)
+{
+	struct settings s = { 0 };
+	struct cflags cf = { 0 };
+	struct bpfprog *prog = NULL;
+	struct run run = { .s = &s };
+	int rc = EXIT_RUNTIME;
+
+	if (opts_parse(&doc, options, argc, argv, &s.common, handle_option, &s) < 0)
+		return EXIT_USAGE;
+	if (s.children && !s.common.npids) {
+		opts_usage_error("--children needs -p (the parent processes to follow)");
+		return EXIT_USAGE;
+	}
+	if (build_cflags(&s, &cf))
+		goto cleanup;
+	if (s.common.print_ebpf) {
+		bpfprog_print_text(stdout, pyhandoff_bpf_text, &cf);
+		rc = EXIT_OK;
+		goto cleanup;
+	}
+	if (lifecycle_check_privileges() || check_targets(&s.common, s.children))
+		goto cleanup;
+
+	prog = bpfprog_compile(pyhandoff_bpf_text, &cf, s.common.kernel_headers);
+	if (!prog || pyebpf_bpf_set_pids(prog, &s.common))
+		goto cleanup;
+	if (s.children && follow_existing_children(prog, &s.common))
+		goto cleanup;
+	run.out = out_open(s.common.json, s.common.env, columns);
+	if (!run.out || bpfprog_open_perf_buffer(prog, "events", on_event, &run, 64))
+		goto cleanup;
+	if (attach_all(prog, &s))
+		goto cleanup;
+
+	lifecycle_start(s.common.duration_s);
+	log_info("Tracing connection handoffs and accept-queue waits. Hit Ctrl-C to end.");
+	while (!lifecycle_stopping() && !ferror(stdout))
+		if (bpfprog_poll(prog, lifecycle_poll_timeout_ms()) < 0) {
+			log_error("polling the perf buffers failed");
+			goto cleanup;
+		}
+
+	bpfprog_drain(prog);
+	summarize(prog, &run);
+	{
+		json_t *sum = json_object();
+		json_set_str(sum, "metric", "pyhandoff_summary");
+		json_set_int(sum, "events", (json_int_t)run.events);
+		json_set_int(sum, "printed", (json_int_t)run.printed);
+		json_set_int(sum, "lost", (json_int_t)bpfprog_lost(prog));
+		json_set_int(sum, "map_full", (json_int_t)bpfprog_table_sum_u64(prog, "counters", HANDOFF_CNT_MAP_FULL));
+		json_set_int(sum, "children_not_followed", (json_int_t)bpfprog_table_sum_u64(prog, "counters", HANDOFF_CNT_CHILDREN_FULL));
+		out_summary(run.out, "summary", sum);
+	}
+	rc = EXIT_OK;
+cleanup:
+	if (run.out && out_close(run.out) && rc == EXIT_OK)
+		rc = EXIT_RUNTIME;
+	bpfprog_close(prog);
+	cflags_free(&cf);
+	for (size_t i = 0; i < run.nwaits; i++)
+		free(run.waits[i].ms);
+	free(run.waits);
+	return rc;
+}
