@@ -89,7 +89,7 @@ void out_summary(struct out *o, const char *title, json_t *obj)
 	fprintf(stderr, "%s: %s:", log_progname, title);
 	json_object_foreach(obj, key, v)
 	{
-		char *s = json_dumps(v, JSON_ENCODE_ANY);
+		char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
 		fprintf(stderr, " %s=%s", key, s ? s : "?");
 		free(s);
 	}
