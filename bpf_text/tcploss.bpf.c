@@ -1,0 +1,406 @@
+/*
+ * tcploss: retransmits, RTO losses, resets sent and received, zero-window episodes,
+ * from tcp:* tracepoints only, with the socket's congestion context read through
+ * BTF offsets (-DOFF_*). Most of these fire in softirq or timer context, where the
+ * current task is whoever happened to run: the socket's owner is learned in process
+ * context instead (connect, accept, send) and kept per socket in an LRU map.
+ * Options: -DPORT, -DFAMILY, -DFILTER_IP_*, -DFILTER_PIDS, -DHAVE_RST_REASON,
+ * -DHAVE_RETRANS_ERR.
+ */
+#ifdef HAVE_RST_REASON
+/*
+ * libbcc 0.26 copies tcp_send_reset's "enum sk_rst_reason reason" field into the
+ * args struct verbatim and fails on the incomplete type: declare it (4 bytes, as the
+ * format file says). The names are read from the format file in user space.
+ */
+enum sk_rst_reason { SK_RST_REASON_PLACEHOLDER = 0 };
+#endif
+#include "pyebpf.bpf.h"
+#include "tcploss.h"
+
+#define TCP_SYN_SENT 2
+#define TCP_TIME_WAIT 6
+#define TCP_CLOSE 7
+#define TCP_NEW_SYN_RECV 12
+#define TCP_CA_LOSS 4
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define SOCK_STREAM 1
+
+/* Who a socket belongs to, learned where the current task is the right one. */
+struct owner {
+	u64 pid_tgid;
+	u32 nspid, nstid;
+	char comm[16];
+};
+
+BPF_TABLE("lru_hash", u64, struct owner, owners, 65536);   /* by sock address */
+BPF_TABLE("lru_hash", u64, u8, ca_states, 65536);          /* last congestion state seen */
+BPF_HASH(zero_windows, u64, u64, 16384);                    /* open episodes: start time */
+BPF_ARRAY(counters, u64, TCPLOSS_CNT_MAX);
+
+static __always_inline void count_add(u32 which, u64 n)
+{
+	u64 *v = counters.lookup(&which);
+	if (v)
+		__sync_fetch_and_add(v, n);
+}
+
+/* Addresses and ports as the tracepoint gave them (BCC's args exist only inside a probe). */
+struct sock_addrs {
+	u16 family, sport, dport;
+	u8 saddr[16], daddr[16];
+};
+
+/* The tracepoints that pack an address as a 28-byte sockaddr_in/sockaddr_in6. */
+static __always_inline void addrs_from_sockaddr(struct sock_addrs *a, const u8 *src, const u8 *dst)
+{
+	a->family = src[0] | (u16)src[1] << 8;
+	a->sport = (u16)src[2] << 8 | src[3];
+	a->dport = (u16)dst[2] << 8 | dst[3];
+	if (a->family == AF_INET6) {
+		__builtin_memcpy(a->saddr, src + 8, 16);
+		__builtin_memcpy(a->daddr, dst + 8, 16);
+	} else {
+		__builtin_memcpy(a->saddr, src + 4, 4);
+		__builtin_memcpy(a->daddr, dst + 4, 4);
+	}
+}
+
+/* one line: the build's text embedding does not keep backslash continuations */
+#define ADDRS_FROM_ARGS(a, args) do { (a).family = (args)->family; (a).sport = (args)->sport; (a).dport = (args)->dport; if ((a).family == AF_INET6) { __builtin_memcpy((a).saddr, (args)->saddr_v6, 16); __builtin_memcpy((a).daddr, (args)->daddr_v6, 16); } else { __builtin_memcpy((a).saddr, (args)->saddr, 4); __builtin_memcpy((a).daddr, (args)->daddr, 4); } } while (0)
+
+#ifdef FILTER_IP_FAMILY
+static __always_inline bool addr_is_filter_ip(u16 family, const u8 *addr)
+{
+	u32 w[4];
+
+	if (family != FILTER_IP_FAMILY)
+		return false;
+	__builtin_memcpy(w, addr, 16);
+	if (family == AF_INET)
+		return w[0] == FILTER_IP0;
+	return w[0] == FILTER_IP0 && w[1] == FILTER_IP1 && w[2] == FILTER_IP2 && w[3] == FILTER_IP3;
+}
+#endif
+
+static __always_inline bool conn_wanted(const struct sock_addrs *a)
+{
+#ifdef FAMILY
+	if (a->family != FAMILY)
+		return false;
+#else
+	if (a->family != AF_INET && a->family != AF_INET6)
+		return false;
+#endif
+#ifdef PORT
+	if (a->sport != PORT && a->dport != PORT)
+		return false;
+#endif
+#ifdef FILTER_IP_FAMILY
+	if (!addr_is_filter_ip(a->family, a->saddr) && !addr_is_filter_ip(a->family, a->daddr))
+		return false;
+#endif
+	return true;
+}
+
+static __always_inline u8 sk_state(u64 sk)
+{
+	u8 state = 0;
+
+	if (sk)
+		bpf_probe_read_kernel(&state, 1, (void *)sk + OFF_SKC_STATE);
+	return state;
+}
+
+/* The congestion context of a full socket (time-wait and request socks are smaller). */
+static __always_inline void read_ctx(struct tcploss_event *ev, u64 sk)
+{
+	const void *tp = (const void *)sk;
+
+	ev->tcp_state = sk_state(sk);
+	if (!ev->tcp_state || ev->tcp_state == TCP_TIME_WAIT || ev->tcp_state == TCP_NEW_SYN_RECV)
+		return;
+	ev->srtt_us = read_u32(tp + OFF_TCP_SOCK_SRTT_US) >> 3; /* the kernel keeps 8 * srtt */
+	ev->snd_cwnd = read_u32(tp + OFF_TCP_SOCK_SND_CWND);
+	ev->total_retrans = read_u32(tp + OFF_TCP_SOCK_TOTAL_RETRANS);
+	ev->lost_out = read_u32(tp + OFF_TCP_SOCK_LOST_OUT);
+	ev->snd_wnd = read_u32(tp + OFF_TCP_SOCK_SND_WND);
+	ev->rcv_wnd = read_u32(tp + OFF_TCP_SOCK_RCV_WND);
+	ev->has_ctx = 1;
+}
+
+/* Fills the common part of ev; false when the filters do not want this connection. */
+static __always_inline bool event_init(struct tcploss_event *ev, u8 kind, u64 sk,
+				       const struct sock_addrs *a)
+{
+	struct owner *o;
+
+	if (!conn_wanted(a))
+		return false;
+	o = sk ? owners.lookup(&sk) : 0;
+#ifdef FILTER_PIDS
+	if (!o || !pid_wanted(o->pid_tgid >> 32))
+		return false;
+#endif
+	ev->ts_ns = bpf_ktime_get_ns();
+	ev->kind = kind;
+	ev->family = a->family;
+	ev->sport = a->sport;
+	ev->dport = a->dport;
+	__builtin_memcpy(ev->saddr, a->saddr, 16);
+	__builtin_memcpy(ev->daddr, a->daddr, 16);
+	if (o) {
+		ev->pid = o->pid_tgid >> 32;
+		ev->tid = (u32)o->pid_tgid;
+		ev->nspid = o->nspid;
+		ev->nstid = o->nstid;
+		__builtin_memcpy(ev->comm, o->comm, sizeof(ev->comm));
+	}
+	return true;
+}
+
+/* The current task owns sk from now on (connect, accept); only_if_new: a send. */
+static __always_inline void owner_learn(u64 sk, bool only_if_new)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct owner o = { .pid_tgid = pid_tgid };
+
+	if (!sk || !pid_wanted(pid_tgid >> 32))
+		return;
+	if (only_if_new && owners.lookup(&sk))
+		return;
+	current_ns_ids(&o.nspid, &o.nstid);
+	bpf_get_current_comm(&o.comm, sizeof(o.comm));
+	owners.update(&sk, &o);
+}
+
+/* ---- the events ---- */
+
+TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)
+{
+	u64 sk = (u64)args->skaddr;
+	const void *skb = args->skbaddr;
+	struct tcploss_event ev = {};
+	struct sock_addrs a = {};
+	u16 segs = 0;
+
+	/* tcp_skb_pcount(): TCP_SKB_CB(skb)->tcp_gso_segs, in skb->cb */
+	bpf_probe_read_kernel(&segs, sizeof(segs), skb + OFF_SK_BUFF_CB + OFF_TCP_SKB_CB_GSO_SEGS);
+#ifdef HAVE_RETRANS_ERR
+	/* since 6.13 the tracepoint also fires for attempts that were not sent */
+	if (args->err) {
+		count_add(TCPLOSS_CNT_RETRANS_FAILED, 1);
+		count_add(TCPLOSS_CNT_RETRANS_FAILED_SEGS, segs);
+		return 0;
+	}
+#endif
+	ADDRS_FROM_ARGS(a, args);
+	if (!event_init(&ev, TCPLOSS_RETRANSMIT, sk, &a))
+		return 0;
+	ev.segments = segs;
+	read_ctx(&ev, sk);
+	emit_event(args, &ev, sizeof(ev));
+	return 0;
+}
+
+TRACEPOINT_PROBE(tcp, tcp_cong_state_set)
+{
+	u64 sk = (u64)args->skaddr;
+	u8 state = args->cong_state, *prev = ca_states.lookup(&sk);
+	bool entering = state == TCP_CA_LOSS && !(prev && *prev == TCP_CA_LOSS);
+	struct tcploss_event ev = {};
+	struct sock_addrs a = {};
+
+	/* fires before icsk_ca_state changes; repeated RTOs set Loss again: report the entry */
+	ca_states.update(&sk, &state);
+	if (!entering)
+		return 0;
+	ADDRS_FROM_ARGS(a, args);
+	if (!event_init(&ev, TCPLOSS_LOSS, sk, &a))
+		return 0;
+	read_ctx(&ev, sk);
+	emit_event(args, &ev, sizeof(ev));
+	return 0;
+}
+
+TRACEPOINT_PROBE(tcp, tcp_send_reset)
+{
+	u64 sk = (u64)args->skaddr; /* NULL when no socket matched (a closed port) */
+	struct tcploss_event ev = {};
+	struct sock_addrs a = {};
+	u8 src[28], dst[28];
+
+	/* without a socket saddr is still the RST's sender: the tracepoint swaps the skb's */
+	__builtin_memcpy(src, args->saddr, sizeof(src));
+	__builtin_memcpy(dst, args->daddr, sizeof(dst));
+	addrs_from_sockaddr(&a, src, dst);
+	if (!event_init(&ev, TCPLOSS_RESET_SENT, sk, &a))
+		return 0;
+#ifdef HAVE_RST_REASON
+	ev.reason = (u32)args->reason;
+	ev.has_reason = 1;
+#endif
+	read_ctx(&ev, sk);
+	emit_event(args, &ev, sizeof(ev));
+	return 0;
+}
+
+TRACEPOINT_PROBE(tcp, tcp_receive_reset)
+{
+	u64 sk = (u64)args->skaddr;
+	struct tcploss_event ev = {};
+	struct sock_addrs a = {};
+
+	ADDRS_FROM_ARGS(a, args);
+	if (!event_init(&ev, TCPLOSS_RESET_RECEIVED, sk, &a))
+		return 0;
+	read_ctx(&ev, sk);
+	emit_event(args, &ev, sizeof(ev));
+	return 0;
+}
+
+static __always_inline void zero_window_ended(void *ctx, u64 sk, const struct sock_addrs *a)
+{
+	u64 *start = zero_windows.lookup(&sk), began;
+	struct tcploss_event ev = {};
+
+	if (!start)
+		return;
+	began = *start;
+	zero_windows.delete(&sk);
+	if (!event_init(&ev, TCPLOSS_ZERO_WINDOW_END, sk, a))
+		return;
+	ev.duration_ns = ev.ts_ns - began;
+	read_ctx(&ev, sk);
+	emit_event(ctx, &ev, sizeof(ev));
+}
+
+/*
+ * tcp:tcp_probe fires for every segment an established socket receives, before the
+ * segment is processed (args->snd_wnd is still the old window): read the window the
+ * segment itself advertises from its TCP header. Zero is zero whatever the scale.
+ */
+TRACEPOINT_PROBE(tcp, tcp_probe)
+{
+	u64 sk = (u64)args->skaddr, now;
+	const void *skb = args->skbaddr;
+	const u8 *th = (const u8 *)read_u64(skb + OFF_SK_BUFF_DATA);
+	struct tcploss_event ev = {};
+	struct sock_addrs a = {};
+	u8 src[28], dst[28], hdr[16];
+
+	if (!th || bpf_probe_read_kernel(hdr, sizeof(hdr), th))
+		return 0;
+	/* an ACK without SYN or RST (a RST carries window 0 and means something else) */
+	if ((hdr[13] & 0x16) != 0x10)
+		return 0;
+	if (hdr[14] | hdr[15]) {
+		if (!zero_windows.lookup(&sk))
+			return 0;
+		__builtin_memcpy(src, args->saddr, sizeof(src));
+		__builtin_memcpy(dst, args->daddr, sizeof(dst));
+		addrs_from_sockaddr(&a, src, dst);
+		zero_window_ended(args, sk, &a);
+		return 0;
+	}
+	if (zero_windows.lookup(&sk))
+		return 0;
+	__builtin_memcpy(src, args->saddr, sizeof(src));
+	__builtin_memcpy(dst, args->daddr, sizeof(dst));
+	addrs_from_sockaddr(&a, src, dst);
+	if (!event_init(&ev, TCPLOSS_ZERO_WINDOW, sk, &a))
+		return 0;
+	now = ev.ts_ns;
+	if (zero_windows.insert(&sk, &now)) {
+		count_add(TCPLOSS_CNT_MAP_FULL, 1);
+		return 0;
+	}
+	read_ctx(&ev, sk);
+	ev.snd_wnd = 0; /* what this ACK advertises; tcp_sock still has the old window */
+	emit_event(args, &ev, sizeof(ev));
+	return 0;
+}
+
+/* A socket's last moment: close an open zero-window episode, forget the socket. */
+TRACEPOINT_PROBE(tcp, tcp_destroy_sock)
+{
+	u64 sk = (u64)args->skaddr;
+	struct sock_addrs a = {};
+
+	if (zero_windows.lookup(&sk)) {
+		ADDRS_FROM_ARGS(a, args);
+		zero_window_ended(args, sk, &a);
+	}
+	owners.delete(&sk);
+	ca_states.delete(&sk);
+	return 0;
+}
+
+/* ---- learning who owns a socket, in process context ---- */
+
+/* connect(): CLOSE -> SYN_SENT runs in the connecting thread. */
+TRACEPOINT_PROBE(sock, inet_sock_set_state)
+{
+	if (args->protocol == IPPROTO_TCP && args->oldstate == TCP_CLOSE &&
+	    args->newstate == TCP_SYN_SENT)
+		owner_learn((u64)args->skaddr, false);
+	return 0;
+}
+
+/* The TCP socket behind fd in the current task: task->files->fdt->fd[fd]->private_data->sk. */
+static __always_inline u64 current_fd_tcp_sock(long fd)
+{
+	const void *task = (const void *)bpf_get_current_task();
+	const void *files = (const void *)read_u64(task + OFF_TASK_FILES);
+	const void *fdt, *fdarr, *file, *sock;
+	u64 sk;
+	u16 family = 0, proto = 0, type = 0;
+
+	if (!files || fd < 0 || fd > 1 << 20)
+		return 0;
+	fdt = (const void *)read_u64(files + OFF_FILES_FDT);
+	if (!fdt || fd >= read_u32(fdt + OFF_FDTABLE_MAX_FDS))
+		return 0;
+	fdarr = (const void *)read_u64(fdt + OFF_FDTABLE_FD);
+	file = fdarr ? (const void *)read_u64(fdarr + fd * 8) : 0;
+	sock = file ? (const void *)read_u64(file + OFF_FILE_PRIVATE_DATA) : 0;
+	sk = sock ? read_u64(sock + OFF_SOCKET_SK) : 0;
+	if (!sk)
+		return 0;
+	/* sendto/sendmsg on a UDP or unix socket also get here */
+	bpf_probe_read_kernel(&family, 2, (void *)sk + OFF_SKC_FAMILY);
+	bpf_probe_read_kernel(&proto, 2, (void *)sk + OFF_SK_PROTOCOL);
+	bpf_probe_read_kernel(&type, 2, (void *)sk + OFF_SK_TYPE);
+	if ((family != AF_INET && family != AF_INET6) || proto != IPPROTO_TCP || type != SOCK_STREAM)
+		return 0;
+	return sk;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_accept4)
+{
+	if (args->ret >= 0)
+		owner_learn(current_fd_tcp_sock(args->ret), false);
+	return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_accept)
+{
+	if (args->ret >= 0)
+		owner_learn(current_fd_tcp_sock(args->ret), false);
+	return 0;
+}
+
+/* Sockets made before tracing started: the first send names the owner. */
+TRACEPOINT_PROBE(syscalls, sys_enter_sendto)
+{
+	owner_learn(current_fd_tcp_sock(args->fd), true);
+	return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_enter_sendmsg)
+{
+	owner_learn(current_fd_tcp_sock(args->fd), true);
+	return 0;
+}

@@ -1,0 +1,42 @@
+/* tcploss: the event record, shared by the BPF text and tools/tcploss.c. */
+#ifndef PYEBPF_TCPLOSS_H
+#define PYEBPF_TCPLOSS_H
+
+enum tcploss_kind {
+	TCPLOSS_RETRANSMIT = 1,     /* tcp:tcp_retransmit_skb that went out (err == 0) */
+	TCPLOSS_LOSS = 2,           /* tcp:tcp_cong_state_set entering TCP_CA_Loss (an RTO) */
+	TCPLOSS_RESET_SENT = 3,     /* tcp:tcp_send_reset */
+	TCPLOSS_RESET_RECEIVED = 4, /* tcp:tcp_receive_reset */
+	TCPLOSS_ZERO_WINDOW = 5,    /* the peer advertised a zero window: an episode starts */
+	TCPLOSS_ZERO_WINDOW_END = 6, /* the window opened again, or the socket went away */
+	TCPLOSS_KIND_MAX = 7,
+};
+
+/* Indexes into the "counters" array: what the events alone do not show. */
+enum tcploss_counter {
+	TCPLOSS_CNT_RETRANS_FAILED = 0,      /* retransmit attempts the kernel gave up on (err != 0) */
+	TCPLOSS_CNT_RETRANS_FAILED_SEGS = 1, /* their segments: not in TcpRetransSegs when err came early */
+	TCPLOSS_CNT_MAP_FULL = 2,            /* a tracking map was full: an episode was not followed */
+	TCPLOSS_CNT_MAX = 3,
+};
+
+struct tcploss_event {
+	__u64 ts_ns;       /* bpf_ktime_get_ns() when the event fired */
+	__u64 duration_ns; /* zero_window_end: how long the window stayed zero */
+	__u32 pid, tid;    /* host ids of the socket's owner; 0 when unknown */
+	__u32 nspid, nstid; /* the owner's ids in its own PID namespace */
+	__u32 srtt_us, snd_cwnd, total_retrans, lost_out, snd_wnd, rcv_wnd; /* valid when has_ctx */
+	__u32 segments;    /* retransmit: segments in the skb (tcp_skb_pcount) */
+	__u32 reason;      /* reset_sent: enum sk_rst_reason; valid when has_reason */
+	__u16 family;      /* AF_INET or AF_INET6 */
+	__u16 sport, dport; /* local and remote port, host order */
+	__u8 kind;         /* enum tcploss_kind */
+	__u8 tcp_state;    /* sk_state (TCP_ESTABLISHED = 1 ...); 0 when there is no socket */
+	__u8 has_ctx;      /* the tcp_sock fields above were read (a full socket) */
+	__u8 has_reason;
+	__u8 saddr[16];    /* local address (IPv4 in the first 4 bytes) */
+	__u8 daddr[16];    /* remote address */
+	char comm[16];
+};
+
+#endif

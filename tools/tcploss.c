@@ -1,0 +1,424 @@
+/*
+ * tcploss: TCP retransmits, RTO losses, resets sent and received and zero-window
+ * episodes, with each connection's congestion context and owning process, from
+ * tracepoints only (this kernel has no kprobes).
+ */
+#include <bcc/libbpf.h>
+#include <linux/types.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "bpfprog.h"
+#include "conncount.h"
+#include "inetfmt.h"
+#include "kbtf.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "opts.h"
+#include "out.h"
+#include "pyebpf_bpf.h"
+#include "tcploss.h"
+#include "tpformat.h"
+
+extern const char tcploss_bpf_text[];
+
+static const struct tool_doc doc = {
+	.name = "tcploss",
+	.summary = "Trace TCP retransmits, losses, resets and zero windows, with congestion context and owning process.",
+	.examples = "  tcploss                        # every event on the host\n"
+		    "  tcploss -p 4242                # connections owned by pid 4242\n"
+		    "  tcploss --filter-ip 10.0.0.7   # connections to or from 10.0.0.7\n"
+		    "  tcploss --port 443 -c -d 60    # port 443 for a minute, then a per-connection table\n"
+		    "  tcploss -j -e prod             # JSON lines tagged env=prod\n",
+};
+
+enum { OPT_FILTER_IP = OPT_TOOL_BASE, OPT_PORT, OPT_CONNECTIONS = 'c' };
+
+static const struct opt options[] = {
+	OPT_ENTRY_PID,
+	{ OPT_FILTER_IP, 0, "filter-ip", "IP", "only connections with IP (IPv4 or IPv6) on either side" },
+	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
+	{ OPT_CONNECTIONS, 'c', "connections", NULL, "print per-connection event counts at the end" },
+	OPT_ENTRY_ENV,
+	OPT_ENTRY_DURATION,
+	OPT_ENTRY_JSON,
+	OPT_ENTRY_KHEADERS,
+	OPT_ENTRY_EBPF,
+	OPT_ENTRY_VERBOSE,
+	OPT_ENTRY_HELP,
+	OPT_ENTRY_VERSION,
+	OPT_END,
+};
+
+static const struct out_column columns[] = {
+	{ "time", "TIME", -27 },
+	{ "event", "EVENT", -14 },
+	{ "pid", "PID", 7 },
+	{ "comm", "COMM", -15 },
+	{ "src_ip", "SRC", 15 },
+	{ "src_port", "SPORT", 5 },
+	{ "dst_ip", "DST", 15 },
+	{ "dst_port", "DPORT", 5 },
+	{ "tcp_state", "STATE", -11 },
+	{ "segments", "SEGS", 4 },
+	{ "snd_cwnd", "CWND", 5 },
+	{ "srtt_us", "SRTT_US", 8 },
+	{ "total_retrans", "RETRANS", 7 },
+	{ "lost_out", "LOST", 5 },
+	{ "snd_wnd", "SND_WND", 8 },
+	{ "rcv_wnd", "RCV_WND", 8 },
+	{ "duration_ms", "DUR_MS", 9 },
+	{ "reason", "REASON", -1 },
+	{ NULL, NULL, 0 },
+};
+
+struct settings {
+	struct common_opts common;
+	unsigned long port;
+	int filter_family;
+	uint8_t filter_ip[16];
+	bool connections;
+};
+
+struct run {
+	struct out *out;
+	struct conncount *conns; /* -c */
+	struct tpformat_symbols rst_reasons;
+	unsigned long long events, by_kind[TCPLOSS_KIND_MAX], segments, unowned;
+};
+
+static int handle_option(int id, const char *arg, void *ctx)
+{
+	struct settings *s = ctx;
+
+	switch (id) {
+	case OPT_FILTER_IP:
+		s->filter_family = inet_parse(arg, s->filter_ip);
+		if (!s->filter_family)
+			return opts_usage_error("invalid --filter-ip '%s': not an IPv4 or IPv6 address", arg);
+		return 0;
+	case OPT_PORT:
+		return opts_parse_ulong("port", arg, 1, 65535, &s->port);
+	case OPT_CONNECTIONS:
+		s->connections = true;
+		return 0;
+	}
+	return -1;
+}
+
+/* Kernel struct offsets (from BTF), tracepoint fields this kernel has, and settings. */
+static int build_cflags(const struct settings *s, struct cflags *cf)
+{
+	struct kbtf *b = kbtf_open();
+	int r = -1;
+
+	if (!b)
+		return -1;
+	if (pyebpf_bpf_cflags(b, cf, &s->common) ||
+	    kbtf_offset_cflag(b, cf, "OFF_SKC_STATE", "sock_common", "skc_state") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SKC_FAMILY", "sock_common", "skc_family") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SK_PROTOCOL", "sock", "sk_protocol") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SK_TYPE", "sock", "sk_type") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_SRTT_US", "tcp_sock", "srtt_us") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_SND_CWND", "tcp_sock", "snd_cwnd") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_TOTAL_RETRANS", "tcp_sock", "total_retrans") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_LOST_OUT", "tcp_sock", "lost_out") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_SND_WND", "tcp_sock", "snd_wnd") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_RCV_WND", "tcp_sock", "rcv_wnd") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SK_BUFF_CB", "sk_buff", "cb") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SK_BUFF_DATA", "sk_buff", "data") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SKB_CB_GSO_SEGS", "tcp_skb_cb", "tcp_gso_segs") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_FILES", "task_struct", "files") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FILES_FDT", "files_struct", "fdt") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_MAX_FDS", "fdtable", "max_fds") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_FD", "fdtable", "fd") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FILE_PRIVATE_DATA", "file", "private_data") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SOCKET_SK", "socket", "sk"))
+		goto out;
+	/* fields that came with newer kernels: 6.10 added the reset reason, 6.13 err */
+	if (tpformat_has_field("tcp", "tcp_send_reset", "reason"))
+		cflags_add(cf, "-DHAVE_RST_REASON");
+	if (tpformat_has_field("tcp", "tcp_retransmit_skb", "err"))
+		cflags_add(cf, "-DHAVE_RETRANS_ERR");
+	if (s->port)
+		cflags_add(cf, "-DPORT=%lu", s->port);
+	if (s->filter_family) {
+		uint32_t w[4];
+		memcpy(w, s->filter_ip, sizeof(w)); /* compared as the BPF side reads the bytes */
+		cflags_add(cf, "-DFILTER_IP_FAMILY=%d", s->filter_family);
+		for (int i = 0; i < 4; i++)
+			cflags_add(cf, "-DFILTER_IP%d=0x%xu", i, w[i]);
+	}
+	r = 0;
+out:
+	kbtf_close(b);
+	return r;
+}
+
+static const char *kind_name(unsigned kind)
+{
+	static const char *const names[TCPLOSS_KIND_MAX] = {
+		[TCPLOSS_RETRANSMIT] = "retransmit",
+		[TCPLOSS_LOSS] = "loss",
+		[TCPLOSS_RESET_SENT] = "reset_sent",
+		[TCPLOSS_RESET_RECEIVED] = "reset_received",
+		[TCPLOSS_ZERO_WINDOW] = "zero_window",
+		[TCPLOSS_ZERO_WINDOW_END] = "zero_window_end",
+	};
+	return kind < TCPLOSS_KIND_MAX && names[kind] ? names[kind] : "unknown";
+}
+
+/* include/net/tcp_states.h: part of the kernel's ABI (ss and tracepoints print the same). */
+static const char *state_name(unsigned state)
+{
+	static const char *const names[] = {
+		"UNKNOWN",  "ESTABLISHED", "SYN_SENT",   "SYN_RECV",  "FIN_WAIT1",
+		"FIN_WAIT2", "TIME_WAIT",  "CLOSE",      "CLOSE_WAIT", "LAST_ACK",
+		"LISTEN",   "CLOSING",     "NEW_SYN_RECV", "BOUND_INACTIVE",
+	};
+	return state < sizeof(names) / sizeof(names[0]) ? names[state] : "UNKNOWN";
+}
+
+static void set_or_null(json_t *o, const char *key, json_int_t v, int known)
+{
+	json_object_set_new(o, key, known ? json_integer(v) : json_null());
+}
+
+/* -c: this event in its connection's row. */
+static void count_connection(struct run *run, const struct tcploss_event *ev)
+{
+	struct conncount_key k;
+	struct conncount_entry *e;
+
+	memcpy(k.saddr, ev->saddr, 16);
+	memcpy(k.daddr, ev->daddr, 16);
+	k.family = ev->family, k.sport = ev->sport, k.dport = ev->dport;
+	if (!(e = conncount_get(run->conns, &k)))
+		return;
+	if (ev->pid) {
+		e->pid = ev->pid;
+		memcpy(e->comm, ev->comm, sizeof(e->comm));
+	}
+	e->n[ev->kind]++;
+	if (ev->kind == TCPLOSS_RETRANSMIT)
+		e->n[0] += ev->segments; /* slot 0 is no kind: the segment sum */
+}
+
+static void print_event(struct run *run, const struct tcploss_event *ev)
+{
+	char local[INET6_ADDRSTRLEN], remote[INET6_ADDRSTRLEN], when[40];
+	int known = ev->pid != 0, ctx = ev->has_ctx;
+	const char *reason = NULL;
+	json_t *o = json_object();
+
+	inet_format(ev->family, ev->saddr, local, sizeof(local));
+	inet_format(ev->family, ev->daddr, remote, sizeof(remote));
+	time_format_mono_ns(ev->ts_ns, when, sizeof(when));
+	if (ev->has_reason) {
+		reason = tpformat_symbol_name(&run->rst_reasons, ev->reason);
+		if (!reason) {
+			static char num[24];
+			snprintf(num, sizeof(num), "%u", ev->reason);
+			reason = num;
+		}
+	}
+	json_set_str(o, "metric", "tcp_loss");
+	json_set_str(o, "event", kind_name(ev->kind));
+	set_or_null(o, "pid", ev->pid, known);
+	set_or_null(o, "tid", ev->tid, known);
+	set_or_null(o, "container_pid", ev->nspid, known && ev->nspid);
+	set_or_null(o, "container_tid", ev->nstid, known && ev->nstid);
+	if (known)
+		json_set_strn(o, "comm", ev->comm, strnlen(ev->comm, sizeof(ev->comm)));
+	else
+		json_object_set_new(o, "comm", json_null());
+	json_set_str(o, "family", ev->family == AF_INET6 ? "ipv6" : "ipv4");
+	json_set_str(o, "src_ip", local);
+	json_set_int(o, "src_port", ev->sport);
+	json_set_str(o, "dst_ip", remote);
+	json_set_int(o, "dst_port", ev->dport);
+	json_set_str(o, "tcp_state", ev->tcp_state ? state_name(ev->tcp_state) : NULL);
+	set_or_null(o, "srtt_us", ev->srtt_us, ctx);
+	set_or_null(o, "snd_cwnd", ev->snd_cwnd, ctx);
+	set_or_null(o, "total_retrans", ev->total_retrans, ctx);
+	set_or_null(o, "lost_out", ev->lost_out, ctx);
+	set_or_null(o, "snd_wnd", ev->snd_wnd, ctx);
+	set_or_null(o, "rcv_wnd", ev->rcv_wnd, ctx);
+	set_or_null(o, "segments", ev->segments, ev->kind == TCPLOSS_RETRANSMIT);
+	json_set_str(o, "reason", reason);
+	if (ev->kind == TCPLOSS_ZERO_WINDOW_END)
+		json_set_real(o, "duration_ms", (double)ev->duration_ns / 1e6);
+	else
+		json_object_set_new(o, "duration_ms", json_null());
+	json_set_str(o, "time", when);
+	out_event(run->out, o);
+	run->events++;
+	run->by_kind[ev->kind < TCPLOSS_KIND_MAX ? ev->kind : 0]++;
+	if (ev->kind == TCPLOSS_RETRANSMIT)
+		run->segments += ev->segments;
+	if (!known)
+		run->unowned++;
+	if (run->conns)
+		count_connection(run, ev);
+}
+
+static void on_event(void *ctx, void *data, int size)
+{
+	if (size >= (int)sizeof(struct tcploss_event))
+		print_event(ctx, data);
+}
+
+/* -c: one row per connection that had events, in order of its first event. */
+static void print_connections(struct run *run, bool json)
+{
+	static const char *const keys[] = { "retransmit_segments", "retransmits", "losses", "resets_sent",
+					    "resets_received", "zero_windows" };
+	static const int kinds[] = { 0, TCPLOSS_RETRANSMIT, TCPLOSS_LOSS, TCPLOSS_RESET_SENT,
+				     TCPLOSS_RESET_RECEIVED, TCPLOSS_ZERO_WINDOW };
+	struct conncount_entry **list;
+	int n = conncount_list(run->conns, &list);
+
+	if (!json && n >= 0)
+		printf("\n%-7s %-15s %39s %5s %39s %5s %7s %7s %5s %7s %7s %5s\n", "PID", "COMM", "SRC",
+		       "SPORT", "DST", "DPORT", "RETRANS", "SEGS", "LOSS", "RST_OUT", "RST_IN", "ZWIN");
+	for (int i = 0; i < n; i++) {
+		const struct conncount_entry *e = list[i];
+		char local[INET6_ADDRSTRLEN], remote[INET6_ADDRSTRLEN];
+
+		inet_format(e->key.family, e->key.saddr, local, sizeof(local));
+		inet_format(e->key.family, e->key.daddr, remote, sizeof(remote));
+		if (json) {
+			json_t *o = json_object();
+			json_set_str(o, "metric", "tcp_loss_connection");
+			set_or_null(o, "pid", e->pid, e->pid != 0);
+			if (e->pid)
+				json_set_strn(o, "comm", e->comm, strnlen(e->comm, sizeof(e->comm)));
+			else
+				json_object_set_new(o, "comm", json_null());
+			json_set_str(o, "src_ip", local);
+			json_set_int(o, "src_port", e->key.sport);
+			json_set_str(o, "dst_ip", remote);
+			json_set_int(o, "dst_port", e->key.dport);
+			for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+				json_set_int(o, keys[k], (json_int_t)e->n[kinds[k]]);
+			out_event(run->out, o);
+		} else {
+			char pid[16], comm[64];
+			snprintf(pid, sizeof(pid), e->pid ? "%u" : "-", e->pid);
+			json_t *tmp = json_object(); /* comm repaired to UTF-8 like everywhere else */
+			json_set_strn(tmp, "c", e->comm, strnlen(e->comm, sizeof(e->comm)));
+			snprintf(comm, sizeof(comm), "%s", e->pid ? json_string_value(json_object_get(tmp, "c")) : "-");
+			json_decref(tmp);
+			printf("%-7s %-15s %39s %5u %39s %5u %7llu %7llu %5llu %7llu %7llu %5llu\n", pid, comm,
+			       local, e->key.sport, remote, e->key.dport,
+			       (unsigned long long)e->n[TCPLOSS_RETRANSMIT], (unsigned long long)e->n[0],
+			       (unsigned long long)e->n[TCPLOSS_LOSS], (unsigned long long)e->n[TCPLOSS_RESET_SENT],
+			       (unsigned long long)e->n[TCPLOSS_RESET_RECEIVED],
+			       (unsigned long long)e->n[TCPLOSS_ZERO_WINDOW]);
+		}
+	}
+}
+
+static void print_summary(struct bpfprog *p, struct run *run)
+{
+	int fd = bpfprog_table_fd(p, "zero_windows");
+	__u64 key, next, *prev = NULL;
+	json_int_t open = 0;
+	json_t *sum = json_object();
+
+	/* episodes still going on: the peer's window was still zero when tracing stopped */
+	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		open++;
+	}
+	json_set_str(sum, "metric", "tcploss_summary");
+	json_set_int(sum, "events", (json_int_t)run->events);
+	json_set_int(sum, "lost", (json_int_t)bpfprog_lost(p));
+	json_set_int(sum, "retransmits", (json_int_t)run->by_kind[TCPLOSS_RETRANSMIT]);
+	json_set_int(sum, "retransmit_segments", (json_int_t)run->segments);
+	json_set_int(sum, "retransmit_failed", (json_int_t)bpfprog_table_sum_u64(p, "counters", TCPLOSS_CNT_RETRANS_FAILED));
+	json_set_int(sum, "losses", (json_int_t)run->by_kind[TCPLOSS_LOSS]);
+	json_set_int(sum, "resets_sent", (json_int_t)run->by_kind[TCPLOSS_RESET_SENT]);
+	json_set_int(sum, "resets_received", (json_int_t)run->by_kind[TCPLOSS_RESET_RECEIVED]);
+	json_set_int(sum, "zero_windows", (json_int_t)run->by_kind[TCPLOSS_ZERO_WINDOW]);
+	json_set_int(sum, "zero_windows_open", open);
+	json_set_int(sum, "unowned", (json_int_t)run->unowned);
+	json_set_int(sum, "map_full", (json_int_t)bpfprog_table_sum_u64(p, "counters", TCPLOSS_CNT_MAP_FULL));
+	out_summary(run->out, "summary", sum);
+}
+
+static int attach_all(struct bpfprog *p)
+{
+	static const char *const tps[][2] = {
+		{ "tcp", "tcp_retransmit_skb" }, { "tcp", "tcp_cong_state_set" },
+		{ "tcp", "tcp_send_reset" },     { "tcp", "tcp_receive_reset" },
+		{ "tcp", "tcp_probe" },          { "tcp", "tcp_destroy_sock" },
+		{ "sock", "inet_sock_set_state" }, { "syscalls", "sys_exit_accept4" },
+		{ "syscalls", "sys_exit_accept" }, { "syscalls", "sys_enter_sendto" },
+		{ "syscalls", "sys_enter_sendmsg" },
+	};
+	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++)
+		if (bpfprog_attach_tracepoint(p, tps[i][0], tps[i][1]))
+			return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct settings s = { 0 };
+	struct cflags cf = { 0 };
+	struct bpfprog *prog = NULL;
+	struct run run = { 0 };
+	int rc = EXIT_RUNTIME;
+
+	if (opts_parse(&doc, options, argc, argv, &s.common, handle_option, &s) < 0)
+		return EXIT_USAGE;
+	if (build_cflags(&s, &cf))
+		goto cleanup;
+	if (s.common.print_ebpf) {
+		bpfprog_print_text(stdout, tcploss_bpf_text, &cf);
+		rc = EXIT_OK;
+		goto cleanup;
+	}
+	if (lifecycle_check_privileges())
+		goto cleanup;
+	tpformat_symbols("tcp", "tcp_send_reset", "reason", &run.rst_reasons);
+	if (s.connections && !(run.conns = conncount_new())) {
+		log_error("out of memory");
+		goto cleanup;
+	}
+
+	prog = bpfprog_compile(tcploss_bpf_text, &cf, s.common.kernel_headers);
+	if (!prog || pyebpf_bpf_set_pids(prog, &s.common))
+		goto cleanup;
+	run.out = out_open(s.common.json, s.common.env, columns);
+	/* 256 pages per CPU: a retransmit storm delivers tens of thousands of events a second */
+	if (!run.out || bpfprog_open_perf_buffer(prog, "events", on_event, &run, 256))
+		goto cleanup;
+	if (attach_all(prog))
+		goto cleanup;
+
+	lifecycle_start(s.common.duration_s);
+	log_info("Tracing TCP retransmits, losses, resets and zero windows. Hit Ctrl-C to end.");
+	while (!lifecycle_stopping() && !ferror(stdout))
+		if (bpfprog_poll(prog, lifecycle_poll_timeout_ms()) < 0) {
+			log_error("polling the perf buffers failed");
+			goto cleanup;
+		}
+
+	bpfprog_drain(prog);
+	if (run.conns)
+		print_connections(&run, s.common.json);
+	print_summary(prog, &run);
+	rc = EXIT_OK;
+cleanup:
+	if (run.out && out_close(run.out) && rc == EXIT_OK)
+		rc = EXIT_RUNTIME;
+	bpfprog_close(prog);
+	conncount_free(run.conns);
+	tpformat_symbols_free(&run.rst_reasons);
+	cflags_free(&cf);
+	return rc;
+}
