@@ -351,10 +351,12 @@ static void snapshot(struct settings *s, struct run *run)
 	add_fd_usage(s, o, warnings);
 	json_object_set_new(o, "warnings", warnings);
 	json_set_real(o, "snapshot_ms", (double)(time_mono_ns() - start) / 1e6);
-	/* columns have no room for sentences: there the warnings go to stderr */
+	json_incref(warnings);
+	out_event(run->out, o);
+	/* columns have no room for sentences: there the warnings go to stderr, after the row */
 	if (!s->common.json)
 		json_array_foreach(warnings, i, w) log_warn("%s", json_string_value(w));
-	out_event(run->out, o);
+	json_decref(warnings);
 	run->prev = cur;
 	run->snapshots++;
 }
@@ -378,6 +380,16 @@ static bool wait_until(uint64_t deadline_ns)
 		ts.tv_nsec = (long)(left_ms % 1000) * 1000000;
 		nanosleep(&ts, NULL);
 	}
+}
+
+static const char *procs_list(const struct settings *s, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < s->nprocs && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "", s->procs[i].name);
+	return buf;
 }
 
 static void resolve_interface(struct settings *s)
@@ -406,6 +418,7 @@ int main(int argc, char **argv)
 	};
 	struct run run = { 0 };
 	uint64_t interval_ns, next;
+	char names[MAX_PROCS * FDUSAGE_NAME_MAX];
 	int rc = EXIT_RUNTIME;
 
 	set_procs(&s, "python,gunicorn,uwsgi,nginx");
@@ -425,8 +438,8 @@ int main(int argc, char **argv)
 	lifecycle_start(s.common.duration_s);
 	read_counters(&s, &run, &run.prev);
 	interval_ns = (uint64_t)llround(s.interval_s * 1e9);
-	log_info("Sampling every %g s (interface %s, fds of %d process names). Hit Ctrl-C to end.",
-		 s.interval_s, s.iface[0] ? s.iface : "none", s.nprocs);
+	log_info("Sampling every %g s (interface %s, fd usage of %s). Hit Ctrl-C to end.",
+		 s.interval_s, s.iface[0] ? s.iface : "none", procs_list(&s, names, sizeof(names)));
 	next = run.prev.mono_ns + interval_ns;
 	while ((!s.count || run.snapshots < s.count) && wait_until(next)) {
 		snapshot(&s, &run);
