@@ -6,6 +6,7 @@
 #include <bcc/perf_reader.h>
 #include <errno.h>
 #include <linux/bpf.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -142,6 +143,8 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 		close(saved_stdout);
 	}
 	kheaders_release(&kh);
+	/* LLVM frees most of what it used to compile; give it back to the system */
+	malloc_trim(0);
 	if (!p->mod) {
 		log_error("BPF compile failed (see the messages above; --ebpf prints the text)");
 		free(p);

@@ -34,9 +34,10 @@ def pytest_collection_modifyitems(config, items):
 class Tool:
     """A tool running in the background; stop() ends it like Ctrl-C and parses its output."""
 
-    def __init__(self, name, args, json_mode=True, env=None):
+    def __init__(self, name, args, json_mode=True, env=None, prefix=()):
         self.name = name
-        cmd = [tool_path(name)] + (["-j"] if json_mode else []) + list(args)
+        # prefix: a command that execs the tool ("$0" "$@"), e.g. in another namespace
+        cmd = list(prefix) + [tool_path(name)] + (["-j"] if json_mode else []) + list(args)
         self.cmd = cmd
         self.json_mode = json_mode
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -90,8 +91,8 @@ class Tool:
 def run_tool():
     started = []
 
-    def start(name, *args, json_mode=True, ready=True, env=None):
-        t = Tool(name, args, json_mode=json_mode, env=env)
+    def start(name, *args, json_mode=True, ready=True, env=None, prefix=()):
+        t = Tool(name, args, json_mode=json_mode, env=env, prefix=prefix)
         started.append(t)
         if ready:
             t.wait_ready()

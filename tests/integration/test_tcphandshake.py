@@ -174,11 +174,10 @@ def test_srtt_equals_what_ss_reports(run_tool):
 
 @pytest.mark.parametrize("how", ["debian-6.1", "builtin-no-headers", "builtin-empty-dir"])
 def test_same_events_with_any_kernel_headers(run_tool, how, tmp_path):
-    env = dict(os.environ)
     args = []
     if how == "builtin-empty-dir":
         args = ["--kernel-headers", str(tmp_path)]
-    cmd_prefix = None
+    cmd_prefix = ()
     if how == "builtin-no-headers":
         if not os.path.isdir("/usr/src"):
             pytest.skip("no /usr/src to hide")
@@ -186,17 +185,7 @@ def test_same_events_with_any_kernel_headers(run_tool, how, tmp_path):
         cmd_prefix = ["unshare", "-m", "sh", "-c",
                       'mount -t tmpfs none /usr/src && exec "$0" "$@"']
     p, hello = start_connector(3, "4")
-    if cmd_prefix:
-        from conftest import Tool
-        tool = Tool.__new__(Tool)
-        Tool.__init__(tool, "tcphandshake", [], env=env)  # placeholder replaced below
-        tool.proc.kill()
-        tool.proc.wait()
-        tool.cmd = cmd_prefix + [tool_path("tcphandshake"), "-j", "-p", str(hello["pid"])]
-        tool.proc = subprocess.Popen(tool.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        tool.wait_ready()
-    else:
-        tool = run_tool("tcphandshake", "-p", str(hello["pid"]), *args)
+    tool = run_tool("tcphandshake", "-p", str(hello["pid"]), *args, prefix=cmd_prefix)
     result = finish_connector(p)
     time.sleep(0.5)
     tool.stop()
@@ -257,3 +246,38 @@ def test_duration_stops_by_itself(run_tool):
     tool.stop()
     assert tool.returncode == 0
     assert time.time() - t0 < 30
+
+
+def test_process_in_its_own_pid_namespace_has_both_ids(run_tool):
+    """A 'container': the target sees itself as pid 1; events carry host and namespace ids."""
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+                          os.path.join(TARGETS, "tcp_connects.py"), "3", "4"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hello = json.loads(p.stdout.readline())
+    assert hello["pid"] == 1  # its own view
+    host_pid = int(open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()[0])
+    tool = run_tool("tcphandshake", "-p", str(host_pid))
+    result = finish_connector(p)
+    time.sleep(0.5)
+    tool.stop()
+    events = tool.events("tcp_connect") + tool.events("tcp_accept")
+    assert len(events) == 6
+    for e in events:
+        assert e["pid"] == host_pid and e["tid"] == host_pid
+        assert e["container_pid"] == 1 and e["container_tid"] == 1
+    assert sorted(e["src_port"] for e in tool.events("tcp_connect")) == sorted(result["client_ports"])
+
+
+def test_mounts_tracefs_itself_when_missing(run_tool):
+    """In a private mount namespace without tracefs, the tool mounts it and works."""
+    p, hello = start_connector(2, "4")
+    script = ("umount /sys/kernel/debug/tracing 2>/dev/null; umount /sys/kernel/tracing 2>/dev/null; "
+              "umount /sys/kernel/debug 2>/dev/null; test ! -e /sys/kernel/tracing/events || exit 99; "
+              'exec "$0" "$@"')
+    tool = run_tool("tcphandshake", "-p", str(hello["pid"]),
+                    prefix=["unshare", "-m", "--propagation", "private", "sh", "-c", script])
+    result = finish_connector(p)
+    time.sleep(0.5)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    assert sorted(e["src_port"] for e in tool.events("tcp_connect")) == sorted(result["client_ports"])
