@@ -164,6 +164,25 @@ def test_states_match_ss_and_known_numbers(netns):
     assert_fields_documented("hostnet", lines)
 
 
+def test_time_wait_per_destination(netns):
+    # thousands of destinations (server-side TIME_WAIT, one per client port) and one
+    # destination with a known pile: the biggest pile is found among them all
+    spec = dict(SPEC, est4=0, est6=0, tw4=37, tw6=0, close_wait=0, syn_recv=0, syn_sent=0,
+                tw_server_first=3001)
+    target = start_target(netns, "hostnet_sockets.py", json.dumps(spec))
+    try:
+        before = ss_counts(netns)
+        snap, _, _ = netns.hostnet("--warn-time-wait-dst", "30")
+        after = ss_counts(netns)
+    finally:
+        stop_target(target)
+    assert before == after
+    assert snap["time_wait"] == before["time_wait"] == 37 + 3001
+    assert snap["max_time_wait_one_dst"] == before["max_time_wait_one_dst"] == 37
+    assert snap["max_time_wait_dst"] == "127.0.0.1:%d" % SPEC["ports"]["l4"]
+    assert [w for w in snap["warnings"] if w.startswith("time_wait_concentration: 37 ")], snap["warnings"]
+
+
 def test_shrunken_port_range_warns(netns):
     netns.run("sysctl", "-q", "-w", "net.ipv4.ip_local_port_range=40000 40009")
     spec = dict(SPEC, est4=9, est6=0, tw4=0, tw6=0, close_wait=0, syn_recv=0, syn_sent=0)

@@ -3,7 +3,8 @@
 Run inside a fresh network namespace whose nft rules (set up by the test) drop the
 final ACK to SYNRECV_PORT and every packet to BLACKHOLE_PORT. argv[1] is a JSON spec:
 {"est4": N, "est6": N, "tw4": N, "tw6": N, "close_wait": N, "syn_recv": N,
- "syn_sent": N, "ports": {"l4": P, "l6": P, "syn_recv": P, "blackhole": P}}.
+ "syn_sent": N, "ports": {"l4": P, "l6": P, "syn_recv": P, "blackhole": P}}, and
+optionally "tw_server_first": N (TIME_WAIT on the server side: N destinations).
 Prints "ready" once every socket is in place, then holds them until stdin closes.
 """
 import json
@@ -50,6 +51,14 @@ for fam, key in ((4, "tw4"), (6, "tw6")):
         c.close()
         assert s.recv(1) == b""
         s.close()
+
+# TIME_WAIT on the server side: the server closes first; each one leads to its own
+# client port, so these are as many destinations
+for _ in range(spec.get("tw_server_first", 0)):
+    c, s = pair(*where[4])
+    s.close()
+    assert c.recv(1) == b""
+    c.close()
 
 # CLOSE_WAIT on the server side: the client half-closes, the server never closes
 for _ in range(spec["close_wait"]):
