@@ -25,6 +25,7 @@
 #include "procinfo.h"
 #include "pyebpf_bpf.h"
 #include "pyhandoff.h"
+#include "pyproc.h"
 
 extern const char pyhandoff_bpf_text[];
 
@@ -82,12 +83,20 @@ struct waits {
 	size_t n, cap;
 };
 
+/* A traced process's CPython, opened on its first event, for Python thread names. */
+struct pytarget {
+	pid_t pid;
+	struct pyproc *py; /* NULL: not CPython, or unreadable: the OS thread name is used */
+};
+
 struct run {
 	struct out *out;
 	const struct settings *s;
 	unsigned long long events, printed;
 	struct waits *waits;
 	size_t nwaits, capwaits;
+	struct pytarget *py;
+	size_t npy, cappy;
 };
 
 static int handle_option(int id, const char *arg, void *ctx)
@@ -282,12 +291,41 @@ static const char *via_name(unsigned via)
 	return via < sizeof(names) / sizeof(names[0]) ? names[via] : "?";
 }
 
-/*
- * The thread's name. The CPython thread-name reader (src/pyproc.h) is not in the
- * library yet, so this is the OS thread name (comm) the kernel had at the event.
- */
-static void thread_name(const char *comm, size_t len, char *buf, size_t buflen)
+static struct pyproc *python_of(struct run *run, pid_t pid)
 {
+	struct pyproc_error err;
+	struct pytarget *t;
+
+	for (size_t i = 0; i < run->npy; i++)
+		if (run->py[i].pid == pid)
+			return run->py[i].py;
+	if (run->npy == run->cappy) {
+		size_t cap = run->cappy ? run->cappy * 2 : 8;
+		struct pytarget *n = realloc(run->py, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		run->py = n;
+		run->cappy = cap;
+	}
+	t = &run->py[run->npy++];
+	t->pid = pid;
+	t->py = pyproc_open(pid, &err);
+	if (!t->py)
+		log_debug("thread names of pid %d are OS names: %s", pid, err.msg);
+	return t->py;
+}
+
+/*
+ * The thread's Python name (threading.Thread.name, read from the target), else the
+ * OS thread name (comm) the kernel had at the event.
+ */
+static void thread_name(struct run *run, pid_t pid, pid_t tid, const char *comm, size_t len,
+			char *buf, size_t buflen)
+{
+	struct pyproc *py = python_of(run, pid);
+
+	if (py && pyproc_thread_name(py, tid, buf, buflen) == 1 && buf[0])
+		return;
 	snprintf(buf, buflen, "%.*s", (int)len, comm);
 }
 
@@ -338,7 +376,7 @@ static void set_tid(json_t *o, const char *key, __u32 v)
 
 static void print_event(struct run *run, const struct handoff_event *ev)
 {
-	char queued[40], picked[40], name[64];
+	char queued[40], picked[40], name[PYTHREAD_NAME_MAX];
 	double ms = (double)(ev->pickup_ns - ev->queued_ns) / 1e6;
 	int handoff = ev->path != HANDOFF_ACCEPT_QUEUE;
 	json_t *o;
@@ -359,13 +397,15 @@ static void print_event(struct run *run, const struct handoff_event *ev)
 	json_set_real(o, "handoff_ms", ms);
 	json_set_int(o, "worker_tid", ev->worker_tid);
 	json_set_strn(o, "worker_comm", ev->worker_comm, sizeof(ev->worker_comm));
-	thread_name(ev->worker_comm, sizeof(ev->worker_comm), name, sizeof(name));
+	thread_name(run, ev->pid, ev->worker_tid, ev->worker_comm, sizeof(ev->worker_comm), name,
+		    sizeof(name));
 	json_set_str(o, "worker_thread_name", name);
 	/* the accept queue is the kernel's: no thread put the connection there */
 	set_tid(o, "main_tid", handoff ? ev->main_tid : 0);
 	if (handoff) {
 		json_set_strn(o, "main_comm", ev->main_comm, sizeof(ev->main_comm));
-		thread_name(ev->main_comm, sizeof(ev->main_comm), name, sizeof(name));
+		thread_name(run, ev->pid, ev->main_tid, ev->main_comm, sizeof(ev->main_comm), name,
+			    sizeof(name));
 		json_set_str(o, "main_thread_name", name);
 	} else {
 		json_object_set_new(o, "main_comm", json_null());
@@ -578,5 +618,8 @@ cleanup:
 	for (size_t i = 0; i < run.nwaits; i++)
 		free(run.waits[i].ms);
 	free(run.waits);
+	for (size_t i = 0; i < run.npy; i++)
+		pyproc_close(run.py[i].py);
+	free(run.py);
 	return rc;
 }

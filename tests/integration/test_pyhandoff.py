@@ -1,0 +1,363 @@
+"""pyhandoff against real servers: Debian's gunicorn (gthread) and uwsgi, driven by wrk
+and by our own clients. Ground truth: the servers' own logs (gunicorn access log,
+uwsgi request log), the app's own timing, and what the fd-reuse target did."""
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import TARGETS, Tool, assert_fields_documented, run, tool_path
+
+PY = "/usr/bin/python3"
+TOOL = "pyhandoff"
+
+
+class SpoolTool(Tool):
+    """A Tool whose stdout goes to a file while it runs: thousands of JSON lines would
+    fill a pipe that is read only at stop(), block the tool and make it lose events."""
+
+    def __init__(self, name, args, spool):
+        self.name = name
+        self.cmd = [tool_path(name), "-j"] + list(args)
+        self.json_mode = True
+        self.spool = open(spool, "w+")
+        self.proc = subprocess.Popen(self.cmd, stdout=self.spool, stderr=subprocess.PIPE)
+        self.stdout = self.stderr = None
+        self.returncode = None
+
+    def stop(self, sig=signal.SIGINT, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise AssertionError("%s did not stop after %s" % (self.name, sig))
+        self.returncode = self.proc.returncode
+        self.spool.seek(0)
+        self.stdout = self.spool.read()
+        self.spool.close()
+        self.stderr = getattr(self, "_early_stderr", b"").decode() + err.decode()
+        return self
+
+
+@pytest.fixture
+def spool_tool(tmp_path):
+    started = []
+
+    def start(*args):
+        t = SpoolTool(TOOL, args, tmp_path / ("tool%d.out" % len(started)))
+        started.append(t)
+        t.wait_ready()
+        return t
+
+    yield start
+    for t in started:
+        if t.proc.poll() is None:
+            t.proc.kill()
+            t.proc.wait()
+
+
+def have_gunicorn():
+    return subprocess.run([PY, "-c", "import gunicorn"], capture_output=True).returncode == 0
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, "server exited early"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server on port %d did not come up" % port)
+
+
+def children_of(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def tids_of(pid):
+    return {int(t) for t in os.listdir("/proc/%d/task" % pid)}
+
+
+class Server:
+    def __init__(self, cmd, port, env, cwd=TARGETS):
+        self.port = port
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        wait_port(port, self.proc)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@pytest.fixture
+def servers():
+    started = []
+
+    def start(cmd, port, **env_extra):
+        env = dict(os.environ)
+        env.update(env_extra)
+        s = Server(cmd, port, env)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def gunicorn(servers, tmp_path, threads, extra=(), **env):
+    if not have_gunicorn():
+        pytest.skip("Debian's python3-gunicorn is not installed (make deps)")
+    port = free_port()
+    log = tmp_path / "access.log"
+    cmd = [PY, "-m", "gunicorn", "-b", "127.0.0.1:%d" % port, "--workers", "1",
+           "--worker-class", "gthread", "--threads", str(threads), "--keep-alive", "30",
+           "--access-logfile", str(log)] + list(extra) + ["handoff_app:app"]
+    srv = servers(cmd, port, **env)
+    deadline = time.time() + 20
+    while not children_of(srv.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert children_of(srv.pid), "gunicorn started no worker"
+    return srv, log
+
+
+def wrk(port, seconds, conns=8, threads=2):
+    if not shutil.which("wrk"):
+        pytest.skip("wrk is not installed (make deps)")
+    out = run(["wrk", "-t", str(threads), "-c", str(conns), "-d", "%ds" % seconds,
+               "http://127.0.0.1:%d/" % port]).stdout
+    return out
+
+
+def log_lines(path):
+    with open(path) as f:
+        return [l for l in f if l.strip()]
+
+
+def handoffs(events, pids=None):
+    return [e for e in events if e["metric"] == "handoff" and e["queue_path"] in ("accept", "epoll_del")
+            and (pids is None or e["pid"] in pids)]
+
+
+def accept_waits(events, pid):
+    return [e for e in events if e["metric"] == "handoff" and e["queue_path"] == "accept_queue"
+            and e["pid"] == pid]
+
+
+def proc_summary(events, pid):
+    s = [e for e in events if e["metric"] == "handoff_process" and e["pid"] == pid]
+    assert len(s) == 1, "no per-process summary for pid %d" % pid
+    return s[0]
+
+
+def test_gthread_keepalive_count_matches_access_log(spool_tool, servers, tmp_path):
+    srv, log = gunicorn(servers, tmp_path, threads=4)
+    worker = children_of(srv.pid)[0]
+    tool = spool_tool("-p", str(srv.pid), "--children", "-e", "t1")
+    out = wrk(srv.port, 4, conns=8)
+    time.sleep(1.5)  # the last responses are logged, the last reads done
+    worker_tids = tids_of(worker)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    events = tool.events()
+    logged = len(log_lines(log))
+    got = handoffs(events, {worker})
+    assert logged > 200, "wrk got too few requests through: %s" % out
+    # wrk's 8 connections end with one more readable event each (EOF): a real handoff, no request
+    assert abs(len(got) - logged) <= max(0.01 * logged, 1) + 8, (len(got), logged)
+    assert len(got) >= logged
+    for e in got:
+        assert e["main_tid"] == worker, "the gthread main thread queues"
+        assert e["worker_tid"] != worker and e["worker_tid"] in worker_tids
+        assert e["tid"] == e["worker_tid"] and e["env"] == "t1"
+        assert e["duration_ms"] == e["handoff_ms"] >= 0
+        assert e["pickup_via"] == "recvfrom"
+    paths = {e["queue_path"] for e in got}
+    assert paths == {"accept", "epoll_del"}
+    # every accepted connection had its accept-queue wait measured too
+    accepts = [e for e in got if e["queue_path"] == "accept"]
+    assert len(accept_waits(events, worker)) == len(accepts) >= 8
+    s = proc_summary(events, worker)
+    assert s["model"] == "handoff" and s["handoffs"] == len(got) and s["same_thread_reads"] == 0
+    lat = [e for e in events if e["metric"] == "handoff_latency" and e["pid"] == worker
+           and e["kind"] == "handoff"]
+    assert lat and lat[0]["count"] == len(got)
+    med = statistics.median(e["duration_ms"] for e in got)
+    assert abs(lat[0]["p50_ms"] - med) <= max(0.01, med * 0.05)
+    assert "p50_ms=" in tool.stderr and "usecs" in tool.stderr
+    summary = [e for e in events if e["metric"] == "pyhandoff_summary"][0]
+    assert summary["lost"] == 0
+    assert_fields_documented(TOOL, [e for e in events if e["metric"] == "handoff"])
+
+
+def test_overload_median_matches_app_timing(run_tool, servers, tmp_path):
+    applog = tmp_path / "app.log"
+    srv, log = gunicorn(servers, tmp_path, threads=1, HANDOFF_SLEEP_MS="50",
+                        HANDOFF_LOG=str(applog))
+    worker = children_of(srv.pid)[0]
+    tool = run_tool(TOOL, "-p", str(worker))
+    ok = run([PY, os.path.join(TARGETS, "handoff_client.py"), str(srv.port), "8", "6"],
+             timeout=300).stdout
+    time.sleep(1)
+    tool.stop()
+    events = tool.events()
+    assert int(ok) == 48
+    waits = [float(l.split()[2]) for l in log_lines(applog)]
+    assert len(waits) == 48
+    got = handoffs(events, {worker})
+    assert 48 <= len(got) <= 48 + 8, len(got)
+    tool_med = statistics.median(e["duration_ms"] for e in got)
+    app_med = statistics.median(waits)
+    # 8 clients, one thread, 50 ms each: a request waits for up to 7 others
+    assert tool_med >= 30, tool_med
+    # the app's wait (client send -> handler) contains the handoff plus the main loop's part
+    assert tool_med <= app_med + 5, (tool_med, app_med)
+    assert tool_med >= 0.7 * app_med - 10, (tool_med, app_med)
+
+
+def uwsgi_available():
+    return shutil.which("uwsgi") and os.path.exists("/usr/lib/uwsgi/plugins/python3_plugin.so")
+
+
+def test_uwsgi_accept_queue_waits_follow_server_log(run_tool, servers, tmp_path):
+    if not uwsgi_available():
+        pytest.skip("uwsgi-core and uwsgi-plugin-python3 are not installed (make deps)")
+    port = free_port()
+    log = tmp_path / "uwsgi.log"
+    srv = servers(["uwsgi", "--plugin", "python3", "--http-socket", "127.0.0.1:%d" % port,
+                   "--threads", "1", "--wsgi-file", "handoff_app.py", "--callable", "app",
+                   "--logto", str(log)], port, HANDOFF_SLEEP_MS="150")
+    time.sleep(0.5)
+    base = len([l for l in log_lines(log) if " msecs " in l])  # wait_port's probe connection
+    tool = run_tool(TOOL, "-p", str(srv.pid))
+    n = 6
+    ok = run([PY, os.path.join(TARGETS, "handoff_client.py"), str(port), str(n), "1", "close"],
+             timeout=120).stdout
+    time.sleep(1)
+    tool.stop()
+    assert int(ok) == n
+    events = tool.events()
+    waits = sorted(e["duration_ms"] for e in accept_waits(events, srv.pid))
+    assert len(waits) == n, waits
+    msecs = [int(l.split(" msecs ")[0].rsplit(" ", 1)[1]) for l in log_lines(log) if " msecs " in l]
+    msecs = msecs[base:]
+    assert len(msecs) == n
+    # all n connect at once; the k-th accepted waited for the k-1 requests served before it
+    expected = [sum(msecs[:k]) for k in range(n)]
+    for got, exp in zip(waits, expected):
+        assert abs(got - exp) <= 40 + 0.1 * exp, (waits, expected)
+    assert waits[-1] >= 0.6 * 150 * (n - 1)
+    s = proc_summary(events, srv.pid)
+    assert s["model"] == "each-thread-accepts" and s["handoffs"] == 0
+    assert s["same_thread_reads"] == n
+    assert not handoffs(events)
+
+
+def test_fd_reuse_and_same_thread_reads_are_no_handoffs(run_tool, tmp_path):
+    port = free_port()
+    target = subprocess.Popen([PY, os.path.join(TARGETS, "handoff_fdreuse.py"), str(port)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        tool = run_tool(TOOL, "-p", str(target.pid))
+        target.stdin.write("\n")
+        target.stdin.flush()
+        used = json.loads(target.stdout.readline())
+        time.sleep(0.5)
+        tool.stop()
+        target.stdin.write("\n")
+        target.stdin.flush()
+        target.wait(timeout=10)
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    events = tool.events()
+    got = handoffs(events)
+    assert len(got) == 1, got
+    assert got[0]["fd"] == used["handoff"] and got[0]["queue_path"] == "accept"
+    assert got[0]["main_tid"] == target.pid and got[0]["worker_tid"] != target.pid
+    s = proc_summary(events, target.pid)
+    assert s["fd_reused"] == 1  # the dup2()-replaced fd
+    assert s["same_thread_reads"] == 1
+    assert s["model"] == "handoff"
+    assert len(accept_waits(events, target.pid)) == 4
+
+
+def test_pid_that_is_not_a_server(run_tool):
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        tool = run_tool(TOOL, "-p", str(sleeper.pid), "-d", "2")
+        tool.proc.wait(timeout=60)
+        tool.stop()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert tool.returncode == 0, tool.stderr
+    assert "does not look like a server" in tool.stderr
+    assert "no accept or handoff seen" in tool.stderr
+    assert not [e for e in tool.events() if e["metric"] == "handoff"]
+    # a pid that does not exist is an error, not an empty trace
+    r = run([os.path.join(os.environ.get("PYEBPF_BUILD", "build"), TOOL), "-p", "999999999"],
+            check=False)
+    assert r.returncode in (1, 2) and "999999999" in r.stderr
+    r = run([os.path.join(os.environ.get("PYEBPF_BUILD", "build"), TOOL), "--children"], check=False)
+    assert r.returncode == 2
+
+
+def test_workers_restarting_mid_run_are_followed(spool_tool, servers, tmp_path):
+    srv, log = gunicorn(servers, tmp_path, threads=4,
+                        extra=["--max-requests", "400", "--max-requests-jitter", "0"])
+    first = children_of(srv.pid)[0]
+    tool = spool_tool("-p", str(srv.pid), "--children")
+    wrk(srv.port, 6, conns=4)
+    time.sleep(1.5)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    events = tool.events()
+    logged = len(log_lines(log))
+    got = handoffs(events)
+    pids = {e["pid"] for e in got}
+    assert first in pids
+    # gunicorn replaced the worker at least once; the new ones were followed
+    assert len(pids) >= 2 and logged >= 800, (pids, logged)
+    assert srv.pid not in pids, "the arbiter itself hands nothing off"
+    # each restart drops the keep-alive connections (a readable EOF each): allow for that
+    restarts = len(pids) - 1
+    assert abs(len(got) - logged) <= 0.01 * logged + 8 * (restarts + 1), (len(got), logged)
+    for p in pids:
+        assert proc_summary(events, p)["model"] == "handoff"
