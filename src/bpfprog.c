@@ -31,6 +31,8 @@ struct loaded_prog {
 struct perf_buffer {
 	bpfprog_event_cb cb;
 	void *ctx;
+	uint64_t *aligned; /* records sit 4-byte aligned in the ring: copied here first */
+	size_t aligned_size;
 	struct perf_reader *readers[MAX_CPUS];
 	int nreaders;
 	uint64_t lost;
@@ -299,7 +301,17 @@ uint64_t bpfprog_table_sum_u64(struct bpfprog *p, const char *name, uint32_t key
 static void on_raw(void *cookie, void *data, int size)
 {
 	struct perf_buffer *b = cookie;
-	b->cb(b->ctx, data, size);
+
+	if (size <= 0)
+		return;
+	if ((size_t)size > b->aligned_size) {
+		uint64_t *bigger = realloc(b->aligned, (size_t)size + 8);
+		if (!bigger)
+			return;
+		b->aligned = bigger, b->aligned_size = (size_t)size;
+	}
+	memcpy(b->aligned, data, (size_t)size);
+	b->cb(b->ctx, b->aligned, size);
 }
 
 static void on_lost(void *ctx, uint64_t lost)
@@ -388,6 +400,7 @@ void bpfprog_close(struct bpfprog *p)
 	for (int i = 0; i < p->nbufs; i++) {
 		for (int j = 0; j < p->bufs[i]->nreaders; j++)
 			perf_reader_free(p->bufs[i]->readers[j]);
+		free(p->bufs[i]->aligned);
 		free(p->bufs[i]);
 	}
 	for (int i = 0; i < p->nprogs; i++) {

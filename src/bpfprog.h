@@ -44,6 +44,7 @@ int bpfprog_attach_perf_event(struct bpfprog *p, const char *fn, uint32_t type, 
 			      uint64_t freq, pid_t pid);
 int bpfprog_attachments(const struct bpfprog *p);
 
+/* data is 8-byte aligned: it may be read as the event struct directly */
 typedef void (*bpfprog_event_cb)(void *ctx, void *data, int size);
 /* Opens a BPF_PERF_OUTPUT table on every online CPU; pages must be a power of two. */
 int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
