@@ -48,6 +48,8 @@ void lifecycle_start(unsigned duration_s)
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
+	/* a stdout write blocked on a full pipe must not fail with EINTR at Ctrl-C (poll still wakes) */
+	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

@@ -269,8 +269,8 @@ def test_default_interface_is_the_default_routes(netns):
     netns.run("ip", "link", "set", "hnva", "up")
     netns.run("ip", "link", "set", "hnvb", "up")
     netns.run("ip", "route", "add", "default", "via", "10.99.0.2", "dev", "hnva")
-    snap, _, _ = netns.hostnet()
-    assert snap["interface"] == "hnva"
+    snap, _, _ = netns.hostnet("-e", "stage")
+    assert snap["interface"] == "hnva" and snap["env"] == "stage"
     assert snap["delta_rx_packets"] is not None
     # veth has ethtool statistics, but no cloud allowance counters among them
     stats = netns.run("ethtool", "-S", "hnva").stdout

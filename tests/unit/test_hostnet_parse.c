@@ -133,13 +133,28 @@ static void test_ethtool_match(void **state)
 	assert_int_equal(index[2], -1);
 }
 
+/* The ioctl path itself; lo has no driver statistics, which is not an error. */
+static void test_ethtool_read_lo(void **state)
+{
+	const char *const names[] = { "bw_in_allowance_exceeded" };
+	uint64_t v = 7;
+	bool present = true;
+
+	(void)state;
+	assert_int_equal(ethtool_stats_read("lo", names, 1, &v, &present), 0);
+	assert_false(present);
+	assert_int_equal(v, 0);
+	assert_int_equal(ethtool_stats_read("nosuchif0", names, 1, &v, &present), -ENODEV);
+	assert_false(present);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ifstats_parse),   cmocka_unit_test(test_ifstats_delta),
 		cmocka_unit_test(test_netroute_ipv4),   cmocka_unit_test(test_netroute_ipv6),
 		cmocka_unit_test(test_fdusage_limit),   cmocka_unit_test(test_fdusage_names),
-		cmocka_unit_test(test_ethtool_match),
+		cmocka_unit_test(test_ethtool_match),   cmocka_unit_test(test_ethtool_read_lo),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
