@@ -68,8 +68,12 @@ static __always_inline void addrs_from_sockaddr(struct sock_addrs *a, const u8 *
 	}
 }
 
-/* one line: the build's text embedding does not keep backslash continuations */
-#define ADDRS_FROM_ARGS(a, args) do { (a).family = (args)->family; (a).sport = (args)->sport; (a).dport = (args)->dport; if ((a).family == AF_INET6) { __builtin_memcpy((a).saddr, (args)->saddr_v6, 16); __builtin_memcpy((a).daddr, (args)->daddr_v6, 16); } else { __builtin_memcpy((a).saddr, (args)->saddr, 4); __builtin_memcpy((a).daddr, (args)->daddr, 4); } } while (0)
+/*
+ * One line: the build's text embedding does not keep backslash continuations. Arrays
+ * in args are copied with probe reads: clang may turn a memcpy from the context into
+ * loads through a moved context pointer, which the verifier refuses.
+ */
+#define ADDRS_FROM_ARGS(a, args) do { (a).family = (args)->family; (a).sport = (args)->sport; (a).dport = (args)->dport; if ((a).family == AF_INET6) { bpf_probe_read_kernel((a).saddr, 16, (args)->saddr_v6); bpf_probe_read_kernel((a).daddr, 16, (args)->daddr_v6); } else { bpf_probe_read_kernel((a).saddr, 4, (args)->saddr); bpf_probe_read_kernel((a).daddr, 4, (args)->daddr); } } while (0)
 
 #ifdef FILTER_IP_FAMILY
 static __always_inline bool addr_is_filter_ip(u16 family, const u8 *addr)
@@ -233,8 +237,8 @@ TRACEPOINT_PROBE(tcp, tcp_send_reset)
 	u8 src[28], dst[28];
 
 	/* without a socket saddr is still the RST's sender: the tracepoint swaps the skb's */
-	__builtin_memcpy(src, args->saddr, sizeof(src));
-	__builtin_memcpy(dst, args->daddr, sizeof(dst));
+	bpf_probe_read_kernel(src, sizeof(src), args->saddr);
+	bpf_probe_read_kernel(dst, sizeof(dst), args->daddr);
 	addrs_from_sockaddr(&a, src, dst);
 	if (!event_init(&ev, TCPLOSS_RESET_SENT, sk, &a))
 		return 0;
@@ -299,16 +303,16 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 	if (hdr[14] | hdr[15]) {
 		if (!zero_windows.lookup(&sk))
 			return 0;
-		__builtin_memcpy(src, args->saddr, sizeof(src));
-		__builtin_memcpy(dst, args->daddr, sizeof(dst));
+		bpf_probe_read_kernel(src, sizeof(src), args->saddr);
+		bpf_probe_read_kernel(dst, sizeof(dst), args->daddr);
 		addrs_from_sockaddr(&a, src, dst);
 		zero_window_ended(args, sk, &a);
 		return 0;
 	}
 	if (zero_windows.lookup(&sk))
 		return 0;
-	__builtin_memcpy(src, args->saddr, sizeof(src));
-	__builtin_memcpy(dst, args->daddr, sizeof(dst));
+	bpf_probe_read_kernel(src, sizeof(src), args->saddr);
+	bpf_probe_read_kernel(dst, sizeof(dst), args->daddr);
 	addrs_from_sockaddr(&a, src, dst);
 	if (!event_init(&ev, TCPLOSS_ZERO_WINDOW, sk, &a))
 		return 0;

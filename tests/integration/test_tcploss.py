@@ -1,0 +1,306 @@
+"""tcploss against real TCP trouble in a netns pair: nft loss, blackholes, RSTs, zero windows.
+
+Ground truth comes from the kernel's own per-netns counters (nstat), nft rule counters
+and the endpoints' own reports (tests/targets/tcp_trouble.py), never from the tool.
+"""
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import (TARGETS, assert_fields_documented, assert_nothing_left, bpf_progs_of, run,
+                      tool_path)
+
+TROUBLE = os.path.join(TARGETS, "tcp_trouble.py")
+PORT = "8080"
+
+
+def nstat(ns, pair, *names):
+    """Absolute values of kernel SNMP counters inside netns ns (nstat -a, history untouched)."""
+    out = pair.ns(ns, "nstat", "-asz", *names).stdout
+    vals = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in names:
+            vals[parts[0]] = int(parts[1])
+    return [vals.get(n, 0) for n in names]
+
+
+def start(pair, ns, *args, stdin=None):
+    p = pair.popen(ns, [sys.executable, TROUBLE] + [str(a) for a in args], stdout=subprocess.PIPE,
+                   stdin=stdin, text=True)
+    return p
+
+
+def said(p, timeout=120):
+    """The next JSON line the target printed (bounded wait: a stuck target fails the test)."""
+    import select
+    if not select.select([p.stdout], [], [], timeout)[0]:
+        p.kill()
+        raise AssertionError("target said nothing for %d s" % timeout)
+    line = p.stdout.readline()
+    assert line, "target exited early (rc=%s)" % p.poll()
+    return json.loads(line)
+
+
+def nft(pair, ns, rules):
+    pair.ns(ns, "nft", rules)
+
+
+def nft_counter(pair, ns):
+    out = pair.ns(ns, "nft", "list", "table", "inet", "t").stdout
+    m = re.search(r"counter packets (\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+def wall(e):
+    return datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def of(tool, kind, **match):
+    return [e for e in tool.events("tcp_loss")
+            if e["event"] == kind and all(e[k] == v for k, v in match.items())]
+
+
+def test_retransmitted_segments_equal_the_clients_TcpRetransSegs(run_tool, netns_pair):
+    """nft drops 10% of data segments: every retransmitted segment is counted, and owned."""
+    ns = netns_pair
+    nft(ns, ns.server, "add table inet t; add chain inet t in { type filter hook input priority 0; }; "
+        "add rule inet t in tcp dport %s tcp flags & (syn | fin | rst) == 0 ip length > 100 "
+        "numgen random mod 10 == 0 counter drop" % PORT)
+    tool = run_tool("tcploss", "--port", PORT, "--filter-ip", ns.client_ip, "-c")
+    before, = nstat(ns.client, ns, "TcpRetransSegs")
+    server = start(ns, ns.server, "sink", ns.server_ip, PORT)
+    assert said(server)["event"] == "listening"
+    client = start(ns, ns.client, "send", ns.server_ip, PORT, 3 * 1024 * 1024)
+    hello = said(client)
+    assert said(client)["event"] == "sent"
+    client.wait(timeout=120)
+    got = said(server)
+    server.wait(timeout=30)
+    assert got["bytes"] == 3 * 1024 * 1024
+    time.sleep(0.5)
+    after, = nstat(ns.client, ns, "TcpRetransSegs")
+    drops = nft_counter(ns, ns.server)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    retrans = of(tool, "retransmit", src_ip=ns.client_ip)
+    segments = sum(e["segments"] for e in retrans)
+    print("drops=%d TcpRetransSegs=%d events=%d segments=%d" % (drops, after - before, len(retrans), segments))
+    assert drops > 50  # the fault really happened
+    # the kernel counts a retransmitted segment in TcpRetransSegs exactly where the
+    # tracepoint fires with err == 0; early give-ups (err != 0) are counted in neither
+    assert segments == after - before
+    # every drop had to be repaired; a repair may itself be dropped, or be spurious
+    assert segments >= drops
+    summary = tool.events("tcploss_summary")[0]
+    assert summary["lost"] == 0 and summary["retransmit_segments"] == segments
+    for e in retrans:
+        assert e["pid"] == hello["pid"] and e["tid"] == hello["pid"]
+        assert e["comm"].startswith("python")
+        assert e["src_port"] == hello["sport"] and e["dst_ip"] == ns.server_ip
+        assert e["dst_port"] == int(PORT) and e["family"] == "ipv4"
+        assert e["segments"] >= 1 and e["snd_cwnd"] >= 1 and e["tcp_state"]
+        assert 0 < e["srtt_us"] < 1000000
+    # total_retrans is the socket's own running count: it ends at (at least) our sum
+    assert max(e["total_retrans"] for e in retrans) >= segments - retrans[-1]["segments"]
+    conns = tool.events("tcp_loss_connection")
+    mine = [c for c in conns if c["src_port"] == hello["sport"]]
+    assert len(mine) == 1 and mine[0]["retransmit_segments"] == segments
+    assert mine[0]["retransmits"] == len(retrans) and mine[0]["pid"] == hello["pid"]
+    assert_fields_documented("tcploss", tool.events("tcp_loss") + conns)
+
+
+def test_blackholed_flow_enters_loss(run_tool, netns_pair):
+    """Every packet to the server dropped for 3 s: the sender's RTO fires, it enters Loss."""
+    ns = netns_pair
+    tool = run_tool("tcploss", "--port", PORT, "--filter-ip", ns.client_ip)
+    t0, = nstat(ns.client, ns, "TcpExtTCPTimeouts")
+    server = start(ns, ns.server, "sink", ns.server_ip, PORT)
+    assert said(server)["event"] == "listening"
+    client = start(ns, ns.client, "send", ns.server_ip, PORT, 700 * 1024, 0.01)
+    hello = said(client)
+    time.sleep(1)
+    hole_start = time.time()
+    nft(ns, ns.server, "add table inet t; add chain inet t in { type filter hook input priority 0; }; "
+        "add rule inet t in tcp dport %s counter drop" % PORT)
+    time.sleep(3)
+    drops = nft_counter(ns, ns.server)
+    ns.ns(ns.server, "nft", "delete", "table", "inet", "t")
+    hole_end = time.time()
+    assert said(client, timeout=120)["event"] == "sent"
+    client.wait(timeout=60)
+    assert said(server)["bytes"] == 700 * 1024
+    t1, = nstat(ns.client, ns, "TcpExtTCPTimeouts")
+    time.sleep(0.5)
+    tool.stop()
+    losses = of(tool, "loss", src_ip=ns.client_ip)
+    print("drops=%d timeouts=%d losses=%s" % (drops, t1 - t0, losses))
+    assert drops > 0 and t1 - t0 >= 1
+    # one event per entry into Loss; repeated RTOs while in Loss are not new entries
+    assert 1 <= len(losses) <= t1 - t0
+    for e in losses:
+        assert e["pid"] == hello["pid"] and e["src_port"] == hello["sport"]
+        assert e["tcp_state"] == "ESTABLISHED"
+        assert hole_start < wall(e) < hole_end + 0.5
+        assert e["snd_cwnd"] >= 1 and e["lost_out"] >= 0
+    # and the segments sent into the hole were retransmitted
+    assert of(tool, "retransmit", src_port=hello["sport"])
+
+
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_connect_to_a_closed_port_resets(run_tool, netns_pair, family):
+    ns = netns_pair
+    cip, sip = (ns.client_ip, ns.server_ip) if family == "ipv4" else (ns.client_ip6, ns.server_ip6)
+    tool = run_tool("tcploss", "--port", "9", "--filter-ip", cip)
+    rst0, = nstat(ns.server, ns, "TcpOutRsts")
+    client = start(ns, ns.client, "refused", sip, 9)
+    truth = said(client)
+    client.wait(timeout=30)
+    rst1, = nstat(ns.server, ns, "TcpOutRsts")
+    time.sleep(0.5)
+    tool.stop()
+    assert truth["event"] == "refused" and rst1 - rst0 == 1
+    received = of(tool, "reset_received")
+    sent = of(tool, "reset_sent")
+    assert len(received) == 1 and len(sent) == 1, tool.stdout
+    r, s = received[0], sent[0]
+    # the client's socket, owned by the connecting process
+    assert r["src_ip"] == cip and r["dst_ip"] == sip and r["dst_port"] == 9
+    assert r["pid"] == truth["pid"] and r["tcp_state"] == "SYN_SENT" and r["family"] == family
+    # the server had no socket for it: no owner, no state, the kernel's reason
+    assert s["src_ip"] == sip and s["src_port"] == 9 and s["dst_port"] == r["src_port"]
+    assert s["pid"] is None and s["comm"] is None and s["tcp_state"] is None
+    assert s["reason"] == "NO_SOCKET"
+
+
+@pytest.mark.parametrize("who", ["client", "server"])
+def test_so_linger_zero_close_resets_the_peer(run_tool, netns_pair, who):
+    """SO_LINGER {1,0} then close(): the closer sends a RST, the peer receives it."""
+    ns = netns_pair
+    tool = run_tool("tcploss", "--port", PORT, "--filter-ip", ns.client_ip)
+    rst_c0, = nstat(ns.client, ns, "TcpOutRsts")
+    rst_s0, = nstat(ns.server, ns, "TcpOutRsts")
+    server = start(ns, ns.server, "sink" if who == "client" else "linger_server", ns.server_ip, PORT)
+    assert said(server)["event"] == "listening"
+    client = start(ns, ns.client, "linger_client", ns.server_ip, PORT, stdin=subprocess.PIPE)
+    hello = said(client)
+    time.sleep(0.3)
+    client.stdin.write("go\n" if who == "client" else "wait\n")
+    client.stdin.flush()
+    client_says = said(client)
+    server_says = said(server)
+    client.wait(timeout=30)
+    server.wait(timeout=30)
+    rst_c1, = nstat(ns.client, ns, "TcpOutRsts")
+    rst_s1, = nstat(ns.server, ns, "TcpOutRsts")
+    time.sleep(0.5)
+    tool.stop()
+    closer, peer = (client_says, server_says) if who == "client" else (server_says, client_says)
+    closer_ip, peer_ip = (ns.client_ip, ns.server_ip) if who == "client" else (ns.server_ip, ns.client_ip)
+    assert closer["event"] == "resetting" and peer["event"] == "reset"  # the endpoints agree
+    assert (rst_c1 - rst_c0, rst_s1 - rst_s0) == ((1, 0) if who == "client" else (0, 1))
+    sent = of(tool, "reset_sent")
+    received = of(tool, "reset_received")
+    assert len(sent) == 1 and len(received) == 1, tool.stdout
+    assert sent[0]["src_ip"] == closer_ip and sent[0]["pid"] == closer["pid"]
+    assert received[0]["src_ip"] == peer_ip and received[0]["pid"] == peer["pid"]
+    assert received[0]["tcp_state"] == "ESTABLISHED"
+    # the kernel names why it reset (6.10+): a name from its own table, not a number
+    assert re.match(r"^[A-Z_0-9]+$", sent[0]["reason"]) and not sent[0]["reason"].isdigit()
+    for e in sent + received:
+        assert e["src_port"] in (hello["sport"], int(PORT)) and e["comm"].startswith("python")
+
+
+def test_receiver_that_stops_reading_gives_one_zero_window_episode(run_tool, netns_pair):
+    """A tiny receive buffer and no reads for 3 s: the sender sees a zero window until reads resume."""
+    ns = netns_pair
+    total = 1024 * 1024
+    tool = run_tool("tcploss", "--port", PORT, "--filter-ip", ns.client_ip)
+    adv0, = nstat(ns.server, ns, "TcpExtTCPToZeroWindowAdv")
+    server = start(ns, ns.server, "stall", ns.server_ip, PORT, 3, total)
+    assert said(server)["event"] == "listening"
+    client = start(ns, ns.client, "send_wait", ns.server_ip, PORT, total)
+    hello = said(client)
+    assert said(server)["event"] == "accepted"
+    reading = said(server)
+    assert reading["event"] == "reading"
+    assert said(server)["bytes"] == total
+    assert said(client)["answer"] == "ok"
+    client.wait(timeout=30)
+    server.wait(timeout=30)
+    adv1, = nstat(ns.server, ns, "TcpExtTCPToZeroWindowAdv")
+    time.sleep(0.5)
+    tool.stop()
+    starts = of(tool, "zero_window", src_ip=ns.client_ip)
+    ends = of(tool, "zero_window_end", src_ip=ns.client_ip)
+    print("advertised=%d starts=%d ends=%s" % (adv1 - adv0, len(starts), [e["duration_ms"] for e in ends]))
+    # once per episode: as often as the receiver went from an open to a zero window
+    assert len(starts) == adv1 - adv0 >= 1
+    assert len(ends) == len(starts)
+    first, end = starts[0], ends[0]
+    assert first["pid"] == hello["pid"] and first["src_port"] == hello["sport"]
+    assert first["snd_wnd"] == 0 and first["tcp_state"] == "ESTABLISHED"
+    # the episode ends when the receiver reads again (its window update, or the next probe)
+    assert -0.05 < wall(end) - reading["time"] < 1.5
+    assert 1500 < end["duration_ms"] < 4500
+    assert abs(wall(end) - wall(first) - end["duration_ms"] / 1000) < 0.01
+    assert tool.events("tcploss_summary")[0]["zero_windows_open"] == 0
+
+
+def test_columns_mode_has_a_header(run_tool, netns_pair):
+    ns = netns_pair
+    tool = run_tool("tcploss", "--port", "9", "--filter-ip", ns.client_ip, "-c", json_mode=False)
+    client = start(ns, ns.client, "refused", ns.server_ip, 9)
+    said(client)
+    client.wait(timeout=30)
+    time.sleep(0.5)
+    tool.stop()
+    lines = tool.stdout.splitlines()
+    assert lines[0].split()[:5] == ["TIME", "EVENT", "PID", "COMM", "SRC"]
+    rows = [l for l in lines[1:] if "reset_" in l]
+    assert len(rows) == 2
+    assert "NO_SOCKET" in tool.stdout
+    table = lines.index("") + 1
+    assert lines[table].split()[:3] == ["PID", "COMM", "SRC"]
+    assert len(lines) == table + 1 + 2  # one row per connection side
+    assert "Hit Ctrl-C to end." not in tool.stdout
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--filter-ip", "10.0.0.300"], "not an IPv4 or IPv6 address"),
+    (["--filter-ip", "example.com"], "not an IPv4 or IPv6 address"),
+    (["--port", "0"], "--port"),
+    (["--port", "http"], "--port"),
+    (["-d", "-1"], "duration"),
+    (["--bogus"], "unknown option"),
+])
+def test_bad_input_is_a_usage_error(args, msg):
+    r = run([tool_path("tcploss")] + args, check=False)
+    assert r.returncode == 2, r
+    assert msg in r.stderr and r.stdout == ""
+
+
+def test_ebpf_prints_the_program_with_its_offsets():
+    r = run([tool_path("tcploss"), "--ebpf", "--port", "443", "--filter-ip", "::1"])
+    assert "TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)" in r.stdout
+    assert "// cflag: -DPORT=443" in r.stdout and "// cflag: -DFILTER_IP_FAMILY=10" in r.stdout
+    assert "-DOFF_TCP_SKB_CB_GSO_SEGS=" in r.stdout and "-DOFF_TCP_SOCK_SND_CWND=" in r.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_ends_with_summary_and_nothing_attached(run_tool, sig):
+    tool = run_tool("tcploss")
+    progs = bpf_progs_of(tool.proc.pid)
+    assert len(progs) == 11  # one program per tracepoint
+    tool.stop(sig)
+    assert tool.returncode == 0
+    assert "summary" in tool.stderr and tool.events("tcploss_summary")
+    assert_nothing_left(progs)
