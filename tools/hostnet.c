@@ -95,6 +95,7 @@ static const char *const allowance_keys[ALLOW_N] = {
 };
 
 #define MAX_PROCS 32
+#define MAX_NUMBER 1000000000ul /* for counts and thresholds: beyond any host */
 
 struct settings {
 	struct common_opts common;
@@ -153,7 +154,7 @@ static int handle_option(int id, const char *arg, void *ctx)
 	case OPT_INTERVAL:
 		return opts_parse_double("interval", arg, 0.001, 86400.0, &s->interval_s);
 	case OPT_COUNT:
-		return opts_parse_ulong("count", arg, 1, (unsigned long)-1, &s->count);
+		return opts_parse_ulong("count", arg, 1, MAX_NUMBER, &s->count);
 	case OPT_INTERFACE:
 		if (!*arg || strlen(arg) >= IF_NAMESIZE || !if_nametoindex(arg))
 			return opts_usage_error("no interface '%s' in this network namespace (see: ip link)", arg);
@@ -167,11 +168,11 @@ static int handle_option(int id, const char *arg, void *ctx)
 	case OPT_WARN_FD_PCT:
 		return opts_parse_double("warn-fd-pct", arg, 0, 100, &s->warn_fd_pct);
 	case OPT_WARN_CLOSE_WAIT:
-		return opts_parse_ulong("warn-close-wait", arg, 0, (unsigned long)-1, &s->warn_close_wait);
+		return opts_parse_ulong("warn-close-wait", arg, 0, MAX_NUMBER, &s->warn_close_wait);
 	case OPT_WARN_TIME_WAIT_DST:
-		return opts_parse_ulong("warn-time-wait-dst", arg, 0, (unsigned long)-1, &s->warn_time_wait_dst);
+		return opts_parse_ulong("warn-time-wait-dst", arg, 0, MAX_NUMBER, &s->warn_time_wait_dst);
 	case OPT_WARN_ALLOWANCE:
-		return opts_parse_ulong("warn-allowance", arg, 0, (unsigned long)-1, &s->warn_allowance);
+		return opts_parse_ulong("warn-allowance", arg, 0, MAX_NUMBER, &s->warn_allowance);
 	}
 	return -1;
 }
