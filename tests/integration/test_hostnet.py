@@ -307,3 +307,19 @@ def test_bad_input_exits_2(netns, args, message):
     assert p.returncode == 2, p.stderr
     assert p.stdout == ""
     assert p.stderr.startswith("hostnet: ") and message in p.stderr, p.stderr
+
+
+def test_works_under_nsenter(netns):
+    # nsenter --net switches the network namespace but keeps the host's /sys: hostnet
+    # must still read the namespace (its listeners, its lo), not the host
+    spec = dict(SPEC, est4=0, est6=0, tw4=0, tw6=0, close_wait=0, syn_recv=0, syn_sent=0)
+    target = start_target(netns, "hostnet_sockets.py", json.dumps(spec))
+    try:
+        p = run(["nsenter", "--net=/run/netns/" + netns.name, tool_path("hostnet"), "-j", "-c", "1",
+                 "-i", "0.2", "--interface", "lo"], check=False, timeout=60)
+    finally:
+        stop_target(target)
+    assert p.returncode == 0, p.stderr
+    snap = json.loads(p.stdout.splitlines()[0])
+    assert snap["listen"] == 3 and snap["tcp_sockets"] == 3
+    assert snap["interface"] == "lo" and snap["delta_rx_packets"] == 0
