@@ -280,7 +280,7 @@ static void print_connections(struct run *run, bool json)
 	int n = conncount_list(run->conns, &list);
 
 	if (!json && n >= 0)
-		printf("\n%-7s %-15s %39s %5s %39s %5s %7s %7s %5s %7s %7s %5s\n", "PID", "COMM", "SRC",
+		printf("\n%-7s %-15s %15s %5s %15s %5s %7s %7s %5s %7s %7s %5s\n", "PID", "COMM", "SRC",
 		       "SPORT", "DST", "DPORT", "RETRANS", "SEGS", "LOSS", "RST_OUT", "RST_IN", "ZWIN");
 	for (int i = 0; i < n; i++) {
 		const struct conncount_entry *e = list[i];
@@ -310,7 +310,7 @@ static void print_connections(struct run *run, bool json)
 			json_set_strn(tmp, "c", e->comm, strnlen(e->comm, sizeof(e->comm)));
 			snprintf(comm, sizeof(comm), "%s", e->pid ? json_string_value(json_object_get(tmp, "c")) : "-");
 			json_decref(tmp);
-			printf("%-7s %-15s %39s %5u %39s %5u %7llu %7llu %5llu %7llu %7llu %5llu\n", pid, comm,
+			printf("%-7s %-15s %15s %5u %15s %5u %7llu %7llu %5llu %7llu %7llu %5llu\n", pid, comm,
 			       local, e->key.sport, remote, e->key.dport,
 			       (unsigned long long)e->n[TCPLOSS_RETRANSMIT], (unsigned long long)e->n[0],
 			       (unsigned long long)e->n[TCPLOSS_LOSS], (unsigned long long)e->n[TCPLOSS_RESET_SENT],
