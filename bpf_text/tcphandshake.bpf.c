@@ -12,6 +12,7 @@
 #define TCP_SYN_SENT 2
 #define TCP_SYN_RECV 3
 #define TCP_CLOSE 7
+#define TCP_LISTEN 10
 #define AF_INET 2
 #define AF_INET6 10
 #define IPPROTO_TCP 6
@@ -38,6 +39,18 @@ BPF_TABLE("lru_hash", struct flow_key, u64, syns, 16384); /* first SYN time */
 /* children not yet accepted: the event so far, ts_ns = when it became ESTABLISHED */
 BPF_HASH(accept_queue, u64, struct tcphs_event, 16384);
 BPF_ARRAY(counters, u64, TCPHS_CNT_MAX);
+
+/* who listens on a port, learned in listen(): names the owner of unaccepted connections */
+struct listen_key {
+	u32 family;
+	u32 port;
+};
+struct listener {
+	u64 pid_tgid;
+	u32 nspid, nstid;
+	char comm[16];
+};
+BPF_HASH(listeners, struct listen_key, struct listener, 4096);
 
 static __always_inline void count(u32 which)
 {
@@ -140,6 +153,8 @@ static __always_inline void child_established(u64 sk,
 					      const struct sock_addrs *a)
 {
 	struct tcphs_event ev = { .ts_ns = bpf_ktime_get_ns(), .kind = TCPHS_ACCEPT };
+	struct listen_key lk = { .family = a->family, .port = a->sport };
+	struct listener *owner;
 	struct flow_key k = {};
 	u64 *syn;
 
@@ -159,11 +174,32 @@ static __always_inline void child_established(u64 sk,
 		count(TCPHS_CNT_NO_SYN);
 	}
 	ev.srtt_us = srtt_us(sk);
+	owner = listeners.lookup(&lk);
+	if (owner) {
+		ev.pid = owner->pid_tgid >> 32;
+		ev.tid = (u32)owner->pid_tgid;
+		ev.nspid = owner->nspid;
+		ev.nstid = owner->nstid;
+		__builtin_memcpy(ev.comm, owner->comm, sizeof(ev.comm));
+	}
 	if (accept_queue.insert(&sk, &ev))
 		count(TCPHS_CNT_MAP_FULL);
 }
 
-/* A child reset while still in the accept queue: nobody will accept it. */
+static __always_inline void listen_started(const struct sock_addrs *a)
+{
+	struct listen_key k = { .family = a->family, .port = a->sport };
+	struct listener l = { .pid_tgid = bpf_get_current_pid_tgid() };
+
+	current_ns_ids(&l.nspid, &l.nstid);
+	bpf_get_current_comm(&l.comm, sizeof(l.comm));
+	listeners.update(&k, &l);
+}
+
+/*
+ * A child reset while still in the accept queue: nobody will accept it. Its pid is
+ * the listener's, when listen() was seen; with -p, only known wanted listeners count.
+ */
 static __always_inline void child_closed(void *ctx, u64 sk)
 {
 	struct tcphs_event *e = accept_queue.lookup(&sk);
@@ -173,6 +209,10 @@ static __always_inline void child_closed(void *ctx, u64 sk)
 		return;
 	ev = *e;
 	accept_queue.delete(&sk);
+#ifdef FILTER_PIDS
+	if (!ev.pid || !pid_wanted(ev.pid))
+		return;
+#endif
 	ev.ts_ns = bpf_ktime_get_ns();
 	ev.outcome = TCPHS_UNACCEPTED;
 	emit_event(ctx, &ev, sizeof(ev));
@@ -202,6 +242,8 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
 		child_established(sk, &a);
 	else if (newstate == TCP_CLOSE)
 		child_closed(args, sk);
+	else if (newstate == TCP_LISTEN)
+		listen_started(&a);
 	return 0;
 }
 
@@ -280,14 +322,17 @@ static __always_inline void accepted(void *ctx, long fd)
 	u64 pid_tgid = bpf_get_current_pid_tgid(), sk;
 	struct tcphs_event *e, ev;
 
-	if (fd < 0 || !pid_wanted(pid_tgid >> 32))
+	if (fd < 0)
 		return;
 	sk = current_fd_sock(fd);
 	e = sk ? accept_queue.lookup(&sk) : 0;
 	if (!e)
 		return;
 	ev = *e;
+	/* taken off the queue whoever accepts it; reported only for the processes wanted */
 	accept_queue.delete(&sk);
+	if (!pid_wanted(pid_tgid >> 32))
+		return;
 	ev.accept_queue_ns = bpf_ktime_get_ns() - ev.ts_ns;
 	ev.ts_ns += ev.accept_queue_ns;
 #ifdef MIN_NS

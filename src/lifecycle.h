@@ -7,12 +7,19 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Returns 0, or -1 after saying which privileges are missing. */
 int lifecycle_check_privileges(void);
 /* Installs the signal handlers and starts the --duration clock (0: none). */
 void lifecycle_start(unsigned duration_s);
-/* Whether a signal or the duration asks the tool to stop. */
+/*
+ * With -p: from now on a target that exits is reported on stderr, and when the last
+ * one is gone the tool stops (design.md: exit 0 with the summary). Call after
+ * lifecycle_start.
+ */
+void lifecycle_watch_pids(const pid_t *pids, int npids);
+/* Whether a signal, the duration or the end of every -p target asks the tool to stop. */
 bool lifecycle_stopping(void);
 /* How long the event loop may wait before looking again (ms). */
 int lifecycle_poll_timeout_ms(void);

@@ -80,6 +80,24 @@ bool procinfo_exists(pid_t pid)
 	return kill(pid, 0) == 0 || errno == EPERM;
 }
 
+bool procinfo_alive(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* the state follows the comm, which may itself contain ')' */
+	paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+}
+
 pid_t procinfo_ppid(pid_t pid)
 {
 	char buf[64];

@@ -187,8 +187,16 @@ static void on_event(void *ctx, void *data, int size)
 		print_event(ctx, data);
 }
 
-/* Connections still waiting in an accept queue when tracing stops. */
-static void report_unaccepted(struct bpfprog *p, struct run *run)
+static bool pid_wanted(const struct common_opts *c, __u32 pid)
+{
+	for (int i = 0; i < c->npids; i++)
+		if ((__u32)c->pids[i] == pid)
+			return true;
+	return c->npids == 0;
+}
+
+/* Connections still waiting in an accept queue when tracing stops (pid: the listener's). */
+static void report_unaccepted(struct bpfprog *p, struct run *run, const struct common_opts *c)
 {
 	int fd = bpfprog_table_fd(p, "accept_queue");
 	__u64 key, next, *prev = NULL;
@@ -197,7 +205,7 @@ static void report_unaccepted(struct bpfprog *p, struct run *run)
 	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (bpf_lookup_elem(fd, &key, &ev) == 0) {
+		if (bpf_lookup_elem(fd, &key, &ev) == 0 && pid_wanted(c, ev.pid)) {
 			ev.outcome = TCPHS_UNACCEPTED;
 			ev.ts_ns = time_mono_ns();
 			print_event(run, &ev);
@@ -244,6 +252,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 
 	lifecycle_start(s.common.duration_s);
+	lifecycle_watch_pids(s.common.pids, s.common.npids);
 	log_info("Tracing TCP handshakes. Hit Ctrl-C to end.");
 	while (!lifecycle_stopping() && !ferror(stdout))
 		if (bpfprog_poll(prog, lifecycle_poll_timeout_ms()) < 0) {
@@ -252,7 +261,7 @@ int main(int argc, char **argv)
 		}
 
 	bpfprog_drain(prog);
-	report_unaccepted(prog, &run);
+	report_unaccepted(prog, &run, &s.common);
 	{
 		json_t *sum = json_object();
 		json_set_str(sum, "metric", "tcphandshake_summary");

@@ -99,6 +99,49 @@ def test_env_tag_and_port_filter(run_tool):
     assert {e["env"] for e in events} == {"staging"}
 
 
+def test_pid_filter_hides_other_processes_connects_and_accepts(run_tool):
+    """Another process's connections, accepted or reset in its queue, never leak through -p."""
+    p, hello = start_connector(3, "4")
+    other, other_hello = start_connector(5, "4")
+    tool = run_tool("tcphandshake", "-p", str(hello["pid"]))
+    result = finish_connector(p)
+    finish_connector(other)  # exits: its queued and accepted children are reset
+    time.sleep(0.5)
+    tool.stop()
+    events = tool.events("tcp_connect") + tool.events("tcp_accept")
+    assert {e["pid"] for e in events} == {hello["pid"]}
+    assert sorted(e["src_port"] for e in tool.events("tcp_accept")) == sorted(result["client_ports"])
+    assert len(events) == 6
+
+
+def test_connection_reset_in_the_accept_queue_is_unaccepted(run_tool):
+    """A client that connects and resets before the server accepts: outcome unaccepted,
+    attributed to the listening process."""
+    import socket
+    import struct
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    tool = run_tool("tcphandshake", "-p", str(os.getpid()))
+    srv.listen(8)  # after the tool started: it sees listen()
+    c = socket.create_connection(("127.0.0.1", port))
+    sport = c.getsockname()[1]
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()  # RST: the queued child is reset before anyone accepted it
+    waiting = socket.create_connection(("127.0.0.1", port))  # still queued at exit
+    waiting_port = waiting.getsockname()[1]
+    time.sleep(0.5)
+    tool.stop()
+    srv.close(), waiting.close()
+    unaccepted = {e["src_port"]: e for e in tool.events("tcp_accept")}
+    assert set(unaccepted) == {sport, waiting_port}
+    for e in unaccepted.values():
+        assert e["outcome"] == "unaccepted"
+        assert e["pid"] == os.getpid()
+        assert e["accept_queue_ms"] is None
+    assert unaccepted[sport]["handshake_us"] > 0
+
+
 def test_columns_mode_has_a_header_and_one_row_per_event(run_tool):
     p, hello = start_connector(3, "4")
     tool = run_tool("tcphandshake", "-p", str(hello["pid"]), json_mode=False)
@@ -280,4 +323,16 @@ def test_mounts_tracefs_itself_when_missing(run_tool):
     time.sleep(0.5)
     tool.stop()
     assert tool.returncode == 0, tool.stderr
+    assert sorted(e["src_port"] for e in tool.events("tcp_connect")) == sorted(result["client_ports"])
+
+
+def test_stops_with_summary_when_its_only_target_exits(run_tool):
+    p, hello = start_connector(2, "4")
+    tool = run_tool("tcphandshake", "-p", str(hello["pid"]))
+    result = finish_connector(p)  # the target exits after its connects
+    tool.proc.wait(timeout=30)
+    tool.stop()
+    assert tool.returncode == 0
+    assert "target pid %d exited" % hello["pid"] in tool.stderr
+    assert tool.events("tcphandshake_summary")
     assert sorted(e["src_port"] for e in tool.events("tcp_connect")) == sorted(result["client_ports"])
