@@ -39,6 +39,11 @@ enum {
 #define OPT_ENTRY_VERSION { OPT_VERSION, 'V', "version", NULL, "show the version and exit" }
 #define OPT_END { 0, 0, NULL, NULL, NULL }
 
+/* How every BPF tool's table ends, in the order --help and the man pages list them. */
+#define OPT_ENTRIES_BPF_TOOL_TAIL                                                            \
+	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_KHEADERS, OPT_ENTRY_EBPF, \
+		OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
+
 struct tool_doc {
 	const char *name;     /* tool name, also the message prefix */
 	const char *summary;  /* one line: what it answers */

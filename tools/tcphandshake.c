@@ -37,15 +37,7 @@ static const struct opt options[] = {
 	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
 	{ OPT_IPV4, '4', "ipv4", NULL, "IPv4 only" },
 	{ OPT_IPV6, '6', "ipv6", NULL, "IPv6 only" },
-	OPT_ENTRY_ENV,
-	OPT_ENTRY_DURATION,
-	OPT_ENTRY_JSON,
-	OPT_ENTRY_KHEADERS,
-	OPT_ENTRY_EBPF,
-	OPT_ENTRY_VERBOSE,
-	OPT_ENTRY_HELP,
-	OPT_ENTRY_VERSION,
-	OPT_END,
+	OPT_ENTRIES_BPF_TOOL_TAIL,
 };
 
 static const struct out_column columns[] = {
