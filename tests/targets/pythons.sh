@@ -39,26 +39,39 @@ fetch_sid() {
 	for deb in "$apt"/archives/*.deb; do
 		dpkg -x "$deb" "$ROOT"
 	done
-	if command -v patchelf >/dev/null; then
-		lib=$ROOT/usr/lib/x86_64-linux-gnu
-		for v in $SID_VERSIONS; do
-			[ -x "$ROOT/usr/bin/python$v" ] || continue
-			cp "$ROOT/usr/bin/python$v" "$ROOT/usr/bin/python$v-patched"
-			patchelf --set-interpreter "$lib/ld-linux-x86-64.so.2" --force-rpath \
-				--set-rpath "$lib" "$ROOT/usr/bin/python$v-patched"
-		done
-	else
-		say "patchelf missing (make deps installs it): only the ld.so variants are listed"
-	fi
 	touch "$ROOT/.complete"
+}
+
+# A copy whose interpreter and rpath point at sid's loader and libraries: exe is python
+# itself, and patchelf adds a LOAD segment (pyproc must map through program headers).
+# It lives in its own prefix (lib/ links to sid's stdlib) so its name stays python3.X.
+PATCHED=$CACHE/sid-patched
+patch_sid() {
+	lib=$ROOT/usr/lib/x86_64-linux-gnu
+	mkdir -p "$PATCHED/bin" "$PATCHED/lib"
+	for v in $SID_VERSIONS; do
+		[ -x "$ROOT/usr/bin/python$v" ] && [ ! -x "$PATCHED/bin/python$v" ] || continue
+		ln -sfn "$ROOT/usr/lib/python$v" "$PATCHED/lib/python$v"
+		cp "$ROOT/usr/bin/python$v" "$PATCHED/bin/python$v.tmp"
+		patchelf --set-interpreter "$lib/ld-linux-x86-64.so.2" --force-rpath \
+			--set-rpath "$lib" "$PATCHED/bin/python$v.tmp" &&
+			mv "$PATCHED/bin/python$v.tmp" "$PATCHED/bin/python$v"
+	done
 }
 
 if [ ! -e "$ROOT/.complete" ] && [ $fetch = 1 ]; then
 	fetch_sid || say "fetching the sid interpreters failed; they are not listed"
 fi
+if [ -e "$ROOT/.complete" ]; then
+	if command -v patchelf >/dev/null; then
+		patch_sid
+	else
+		say "patchelf missing (make deps installs it): only the ld.so variants are listed"
+	fi
+fi
 
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
-for d in "$pyenv_root"/versions/*/; do
+for d in "$pyenv_root"/versions/*; do
 	[ -d "$d" ] || continue
 	full=$(basename "$d")
 	mm=$(echo "$full" | sed -n 's/^\([0-9]*\.[0-9]*\)\..*/\1/p')
@@ -75,8 +88,7 @@ if [ -e "$ROOT/.complete" ]; then
 	lib=$ROOT/usr/lib/x86_64-linux-gnu
 	for v in $SID_VERSIONS; do
 		[ -x "$ROOT/usr/bin/python$v" ] || continue
-		[ -x "$ROOT/usr/bin/python$v-patched" ] &&
-			printf 'sid-%s\t%s\n' "$v" "$ROOT/usr/bin/python$v-patched"
+		[ -x "$PATCHED/bin/python$v" ] && printf 'sid-%s\t%s\n' "$v" "$PATCHED/bin/python$v"
 		printf 'sid-%s-ldso\t%s --library-path %s %s\n' "$v" "$lib/ld-linux-x86-64.so.2" "$lib" \
 			"$ROOT/usr/bin/python$v"
 	done

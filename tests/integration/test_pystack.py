@@ -1,0 +1,330 @@
+"""pystack against real interpreters (every one tests/targets/pythons.sh lists), with
+ground truths that do not come from pystack: the targets' own thread_time split,
+the source line of a busy loop, the oracle walker (shared/tools/pywalk-oracle.py),
+threading's names, a known recursion depth, PID namespaces.
+
+One pystack run samples the same target on all interpreters at once (one compile).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import ROOT, TARGETS, run, tool_path
+
+ORACLE = os.environ.get("PYWALK_ORACLE", os.path.join(os.path.dirname(ROOT), "shared", "tools",
+                                                      "pywalk-oracle.py"))
+if not os.path.exists(ORACLE):
+    ORACLE = "/work/shared/tools/pywalk-oracle.py"
+FRAME_RE = re.compile(r"^(.*) \((.*):(\d+)\)$")
+
+
+@pytest.fixture(scope="module")
+def pythons():
+    """{name: argv} from tests/targets/pythons.sh (fetches Debian sid's once, cached)."""
+    res = subprocess.run([os.path.join(TARGETS, "pythons.sh")], capture_output=True, text=True,
+                         timeout=900)
+    out = {}
+    for line in res.stdout.splitlines():
+        name, _, cmd = line.partition("\t")
+        if name and cmd:
+            out[name] = cmd.split()
+    if not any(n.startswith(("pyenv-", "debian-", "sid-")) for n in out):
+        pytest.skip("no supported interpreters found by pythons.sh: %s" % res.stderr[-500:])
+    return out
+
+
+def supported(pythons):
+    """The supported interpreters; of the ld.so-launched variants only 3.14 (fewer CPU burners)."""
+    return {n: c for n, c in pythons.items()
+            if not n.startswith("unsupported-") and (not n.endswith("-ldso") or n == "sid-3.14-ldso")}
+
+
+class Targets:
+    """Target processes started for one test; all killed (by pid) at the end."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv, ready_timeout=60, **kw):
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+        self.procs.append(p)
+        deadline = time.time() + ready_timeout
+        line = b""
+        while time.time() < deadline:
+            line = p.stdout.readline()
+            if line or p.poll() is not None:
+                break
+        if not line:
+            raise AssertionError("target %s did not start: %s" % (argv, p.stderr.read()[-2000:]))
+        p.first_line = line.decode().strip()
+        return p
+
+    def stop_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+@pytest.fixture
+def targets():
+    t = Targets()
+    yield t
+    t.stop_all()
+
+
+def parse_stack(stack):
+    """'f (file:line);g (file:line)' root first -> [(func, file, line)] (markers kept as (m,None,None))."""
+    out = []
+    for part in stack.split(";") if stack else []:
+        m = FRAME_RE.match(part)
+        out.append((m.group(1), m.group(2), int(m.group(3))) if m else (part, None, None))
+    return out
+
+
+def busy_line(path):
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if "BUSY" in line and "while True" in line:
+                return i
+    raise AssertionError("no BUSY line in " + path)
+
+
+def sample(run_tool, pids, seconds, *extra):
+    args = []
+    for p in pids:
+        args += ["-p", str(p)]
+    t = run_tool("pystack", *args, *extra)
+    time.sleep(seconds)
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    return t
+
+
+def by_pid(events):
+    out = {}
+    for e in events:
+        out.setdefault(e["pid"], []).append(e)
+    return out
+
+
+def test_cpu_split_70_30(run_tool, pythons, targets):
+    """a() 70% / b() 30%: pystack's shares within 3 points of the target's own timing."""
+    procs = {name: targets.start(cmd + [os.path.join(TARGETS, "py_split.py")])
+             for name, cmd in supported(pythons).items()}
+    t = sample(run_tool, [p.pid for p in procs.values()], 25, "-F", "499")
+    samples = by_pid(t.events("py_stack"))
+    failures, report = [], []
+    for name, p in procs.items():
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+        truth = json.loads(out.decode().strip().splitlines()[-1])
+        truth_a = truth["a"] / (truth["a"] + truth["b"])
+        na = nb = 0
+        for e in samples.get(p.pid, []):
+            funcs = [f for f, _, _ in parse_stack(e["stack"])]
+            na += "a" in funcs
+            nb += "b" in funcs
+        share = na / (na + nb) if na + nb else 0.0
+        report.append("%s: pystack %.1f%% (%d samples) target %.1f%%" % (name, 100 * share, na + nb,
+                                                                           100 * truth_a))
+        if na + nb < 200 or abs(share - truth_a) > 0.03 or abs(truth_a - 0.7) > 0.05:
+            failures.append(report[-1])
+    print("\n".join(report))
+    assert not failures, "\n".join(failures + ["all: "] + report)
+
+
+def test_busy_line_and_whole_stack_match_oracle(run_tool, pythons, targets):
+    """Leaf function/file/line exact; the whole stack equals the oracle's for that thread."""
+    script = os.path.join(TARGETS, "py_busyline.py")
+    line = busy_line(script)
+    procs = {name: targets.start(cmd + [script]) for name, cmd in supported(pythons).items()}
+    t = sample(run_tool, [p.pid for p in procs.values()], 8, "-F", "199")
+    samples = by_pid(t.events("py_stack"))
+    failures = []
+    for name, p in procs.items():
+        got = samples.get(p.pid, [])
+        if not got:
+            failures.append("%s: no samples" % name)
+            continue
+        res = run(["/usr/bin/python3", ORACLE, str(p.pid), "--json"], check=False)
+        if res.returncode:
+            failures.append("%s: the oracle failed: %s" % (name, res.stderr[-300:]))
+            continue
+        oracle = json.loads(res.stdout)
+        # the oracle lists 3.12+ interpreter shim frames (owner >= 3) too: pystack skips them
+        frames = [f for f in oracle["threads"][0]["frames"] if "file" in f and f.get("owner", 0) < 3]
+        want = [(f.get("qualname") or f["func"], f["file"], f["line"]) for f in reversed(frames)]
+        for e in got:
+            st = parse_stack(e["stack"])
+            leaf = (e["leaf_func"], e["leaf_file"], e["leaf_line"])
+            if e["status"] != "complete" or leaf != ("spin", script, line) or st != want \
+                    or e["stack_depth"] != len(want):
+                failures.append("%s: %s %s != oracle %s" % (name, e["status"], st, want))
+                break
+    assert not failures, "\n".join(failures)
+
+
+def test_thread_names(run_tool, pythons, targets):
+    """10 named threads: the set of thread_name values is exactly those names."""
+    script = os.path.join(TARGETS, "py_threads.py")
+    procs = {name: targets.start(cmd + [script]) for name, cmd in supported(pythons).items()}
+    t = sample(run_tool, [p.pid for p in procs.values()], 12, "-F", "499")
+    samples = by_pid(t.events("py_stack"))
+    failures = []
+    for name, p in procs.items():
+        want = set(json.loads(p.first_line))
+        got = {e["thread_name"] for e in samples.get(p.pid, [])}
+        if got != want:
+            failures.append("%s: missing %s, unexpected %s" % (name, sorted(want - got), sorted(got - want)))
+    assert not failures, "\n".join(failures)
+
+
+def test_deep_recursion_is_marked_truncated(run_tool, pythons, targets):
+    """300 frames deep, --max-depth 128: status truncated, the 128 innermost frames right."""
+    script = os.path.join(TARGETS, "py_recurse.py")
+    line = busy_line(script)
+    procs = {name: targets.start(cmd + [script, "300"]) for name, cmd in supported(pythons).items()}
+    t = sample(run_tool, [p.pid for p in procs.values()], 6, "-F", "199")
+    samples = by_pid(t.events("py_stack"))
+    summary = [json.loads(l) for l in t.stdout.splitlines() if '"pystack_summary"' in l]
+    assert summary and summary[0]["truncated"] > 0
+    failures = []
+    for name, p in procs.items():
+        got = samples.get(p.pid, [])
+        if not got:
+            failures.append("%s: no samples" % name)
+        for e in got:
+            st = parse_stack(e["stack"])
+            ok = (e["status"] == "truncated" and e["stack_depth"] == 128 and len(st) == 129
+                  and st[0][0] == "[truncated]" and st[-1] == ("leaf", script, line)
+                  and all(f == "rec" for f, _, _ in st[1:-1]))
+            if not ok:
+                failures.append("%s: %s depth %s: %s" % (name, e["status"], e["stack_depth"], st[:3]))
+                break
+    assert not failures, "\n".join(failures)
+
+
+def test_non_ascii_names_are_utf8(run_tool, pythons, targets, tmp_path):
+    """Function and file names with latin-1, BMP and non-BMP characters come out right."""
+    d = tmp_path / "dïr_文件"
+    d.mkdir()
+    script = d / "py_ünïcode_𠀀.py"
+    script.write_text("def fünc_ä():\n    return 计算()\n\n\ndef 计算():\n    return 𠀀x()\n\n\n"
+                      "def 𠀀x():\n    n = 0\n    while True: n += 1\n\n\nprint('ready', flush=True)\n"
+                      "fünc_ä()\n", encoding="utf-8")
+    procs = {name: targets.start(cmd + [str(script)]) for name, cmd in supported(pythons).items()}
+    t = sample(run_tool, [p.pid for p in procs.values()], 6, "-F", "199")
+    # the JSON parsed, so it is valid UTF-8; now the exact strings
+    samples = by_pid(t.events("py_stack"))
+    failures = []
+    for name, p in procs.items():
+        got = samples.get(p.pid, [])
+        st = parse_stack(got[0]["stack"]) if got else []
+        want = [("<module>", str(script), 15), ("fünc_ä", str(script), 2), ("计算", str(script), 6),
+                ("𠀀x", str(script), 11)]
+        if st != want:
+            failures.append("%s: %s" % (name, st))
+    assert not failures, "\n".join(failures)
+
+
+def sid_root(pythons):
+    cmd = pythons.get("sid-3.14-ldso")
+    if not cmd:
+        return None
+    return cmd[-1].split("/usr/bin/")[0]
+
+
+def test_pid_namespace_host_and_container_ids(run_tool, pythons, targets):
+    """Targets in their own PID namespace (one also in its own root): host and namespace ids."""
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) is not installed")
+    busy = os.path.join(TARGETS, "py_busyline.py")
+    launchers = []
+    if os.path.exists("/usr/bin/python3.11"):
+        launchers.append(("debian-3.11", ["unshare", "--pid", "--fork", "--mount-proc",
+                                          "/usr/bin/python3.11", busy], busy))
+    root = sid_root(pythons)
+    if root:
+        # a container-like root: sid's own files, its own /proc, the script copied in
+        for link, to in (("lib64", "usr/lib64"), ("lib", "usr/lib"), ("bin", "usr/bin")):
+            if not os.path.lexists(os.path.join(root, link)):
+                os.symlink(to, os.path.join(root, link))
+        os.makedirs(os.path.join(root, "proc"), exist_ok=True)
+        os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
+        inside = "/tmp/py_busyline_%d.py" % os.getpid()
+        shutil.copy(busy, root + inside)
+        launchers.append(("sid-3.14-chroot", ["unshare", "--pid", "--fork",
+                                              "--mount-proc=%s/proc" % root, "chroot", root,
+                                              "/usr/bin/python3.14", inside], inside))
+    if not launchers:
+        pytest.skip("no interpreter to run in a PID namespace")
+    hosts = {}
+    for name, argv, path in launchers:
+        p = targets.start(argv)
+        # the python process is unshare's child: pid 1 in the new namespace
+        child = int(run(["pgrep", "-P", str(p.pid)]).stdout.split()[0])
+        hosts[name] = (child, path)
+    t = sample(run_tool, [c for c, _ in hosts.values()], 6, "-F", "199")
+    samples = by_pid(t.events("py_stack"))
+    failures = []
+    for name, (pid, path) in hosts.items():
+        got = samples.get(pid, [])
+        if not got:
+            failures.append("%s: no samples" % name)
+            continue
+        e = got[0]
+        if not (e["pid"] == pid and e["tid"] == pid and e["container_pid"] == 1
+                and e["container_tid"] == 1 and e["leaf_func"] == "spin" and e["leaf_file"] == path):
+            failures.append("%s: %s" % (name, e))
+    assert not failures, "\n".join(failures)
+
+
+def test_not_python_is_a_clear_error(targets):
+    p = targets.start(["sh", "-c", "echo ready; exec sleep 100"])
+    time.sleep(0.3)
+    res = run([tool_path("pystack"), "-p", str(p.pid), "-d", "1"], check=False)
+    assert res.returncode == 1
+    assert 'pystack: no CPython found in pid %d (comm "sleep")' % p.pid in res.stderr
+
+
+@pytest.mark.parametrize("version", ["2.7", "3.6", "3.7"])
+def test_unsupported_version_is_named(pythons, targets, version):
+    cmd = pythons.get("unsupported-" + version)
+    if not cmd:
+        pytest.skip("python%s is not installed (pyenv)" % version)
+    p = targets.start(cmd + ["-c", "import time, sys; sys.stdout.write('ready\\n'); "
+                                   "sys.stdout.flush(); time.sleep(100)"])
+    res = run([tool_path("pystack"), "-p", str(p.pid), "-d", "1"], check=False)
+    assert res.returncode == 1
+    assert "CPython %s" % version in res.stderr and "supported: 3.8-3.15" in res.stderr, res.stderr
+
+
+def test_target_exit_mid_run(run_tool, pythons, targets):
+    """The only target exits: pystack says so, prints its table and summary, exits 0."""
+    cmd = supported(pythons).get("pyenv-3.12") or next(iter(supported(pythons).values()))
+    p = targets.start(cmd + [os.path.join(TARGETS, "py_exit_soon.py"), "4"])
+    t = run_tool("pystack", "-p", str(p.pid), "-d", "120", json_mode=False)
+    try:
+        t.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pass
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    assert "pid %d exited" % p.pid in t.stderr
+    assert "samples=" in t.stderr
+    assert "%OWN" in t.stdout and "<module>" in t.stdout
+
+
+def test_usage_errors():
+    for args in (["-F", "0", "-p", "1"], ["--max-depth", "999", "-p", "1"], [], ["--per-thread", "-p", "1"]):
+        res = run([tool_path("pystack")] + args, check=False)
+        assert res.returncode == 2, (args, res.stderr)
+        assert res.stderr.startswith("pystack: "), res.stderr
