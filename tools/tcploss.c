@@ -182,7 +182,7 @@ static const char *state_name(unsigned state)
 
 static void set_or_null(json_t *o, const char *key, json_int_t v, int known)
 {
-	json_object_set_new(o, key, known ? json_integer(v) : json_null());
+	json_object_set_new_nocheck(o, key, known ? json_integer(v) : json_null());
 }
 
 /* -c: this event in its connection's row. */
@@ -205,6 +205,16 @@ static void count_connection(struct run *run, const struct tcploss_event *ev)
 		e->n[0] += ev->segments; /* slot 0 is no kind: the segment sum */
 }
 
+/*
+ * Strings this tool makes itself (names, addresses, times, and reason names that the
+ * kernel's format file spells in ASCII): no UTF-8 repair, no second check in jansson.
+ * A storm prints tens of thousands of events a second.
+ */
+static void set_ascii(json_t *o, const char *key, const char *s)
+{
+	json_object_set_new_nocheck(o, key, s ? json_string_nocheck(s) : json_null());
+}
+
 static void print_event(struct run *run, const struct tcploss_event *ev)
 {
 	char local[INET6_ADDRSTRLEN], remote[INET6_ADDRSTRLEN], when[40];
@@ -223,8 +233,8 @@ static void print_event(struct run *run, const struct tcploss_event *ev)
 			reason = num;
 		}
 	}
-	json_set_str(o, "metric", "tcp_loss");
-	json_set_str(o, "event", kind_name(ev->kind));
+	set_ascii(o, "metric", "tcp_loss");
+	set_ascii(o, "event", kind_name(ev->kind));
 	set_or_null(o, "pid", ev->pid, known);
 	set_or_null(o, "tid", ev->tid, known);
 	set_or_null(o, "container_pid", ev->nspid, known && ev->nspid);
@@ -233,12 +243,12 @@ static void print_event(struct run *run, const struct tcploss_event *ev)
 		json_set_strn(o, "comm", ev->comm, strnlen(ev->comm, sizeof(ev->comm)));
 	else
 		json_object_set_new(o, "comm", json_null());
-	json_set_str(o, "family", ev->family == AF_INET6 ? "ipv6" : "ipv4");
-	json_set_str(o, "src_ip", local);
-	json_set_int(o, "src_port", ev->sport);
-	json_set_str(o, "dst_ip", remote);
-	json_set_int(o, "dst_port", ev->dport);
-	json_set_str(o, "tcp_state", ev->tcp_state ? state_name(ev->tcp_state) : NULL);
+	set_ascii(o, "family", ev->family == AF_INET6 ? "ipv6" : "ipv4");
+	set_ascii(o, "src_ip", local);
+	set_or_null(o, "src_port", ev->sport, 1);
+	set_ascii(o, "dst_ip", remote);
+	set_or_null(o, "dst_port", ev->dport, 1);
+	set_ascii(o, "tcp_state", ev->tcp_state ? state_name(ev->tcp_state) : NULL);
 	set_or_null(o, "srtt_us", ev->srtt_us, ctx);
 	set_or_null(o, "snd_cwnd", ev->snd_cwnd, ctx);
 	set_or_null(o, "total_retrans", ev->total_retrans, ctx);
@@ -246,12 +256,12 @@ static void print_event(struct run *run, const struct tcploss_event *ev)
 	set_or_null(o, "snd_wnd", ev->snd_wnd, ctx);
 	set_or_null(o, "rcv_wnd", ev->rcv_wnd, ctx);
 	set_or_null(o, "segments", ev->segments, ev->kind == TCPLOSS_RETRANSMIT);
-	json_set_str(o, "reason", reason);
+	set_ascii(o, "reason", reason);
 	if (ev->kind == TCPLOSS_ZERO_WINDOW_END)
 		json_set_real(o, "duration_ms", (double)ev->duration_ns / 1e6);
 	else
 		json_object_set_new(o, "duration_ms", json_null());
-	json_set_str(o, "time", when);
+	set_ascii(o, "time", when);
 	out_event(run->out, o);
 	run->events++;
 	run->by_kind[ev->kind < TCPLOSS_KIND_MAX ? ev->kind : 0]++;
@@ -394,19 +404,27 @@ int main(int argc, char **argv)
 	if (!prog || pyebpf_bpf_set_pids(prog, &s.common))
 		goto cleanup;
 	run.out = out_open(s.common.json, s.common.env, columns);
-	/* 256 pages per CPU: a retransmit storm delivers tens of thousands of events a second */
-	if (!run.out || bpfprog_open_perf_buffer(prog, "events", on_event, &run, 256))
+	/*
+	 * A retransmit storm delivers tens of thousands of events a second: 1024 pages
+	 * (4 MiB) per CPU absorb bursts, and stdout is written once per batch of events
+	 * (flushed after every poll, so nothing waits) rather than once per line.
+	 */
+	if (run.out)
+		setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+	if (!run.out || bpfprog_open_perf_buffer(prog, "events", on_event, &run, 1024))
 		goto cleanup;
 	if (attach_all(prog))
 		goto cleanup;
 
 	lifecycle_start(s.common.duration_s);
 	log_info("Tracing TCP retransmits, losses, resets and zero windows. Hit Ctrl-C to end.");
-	while (!lifecycle_stopping() && !ferror(stdout))
+	while (!lifecycle_stopping() && !ferror(stdout)) {
 		if (bpfprog_poll(prog, lifecycle_poll_timeout_ms()) < 0) {
 			log_error("polling the perf buffers failed");
 			goto cleanup;
 		}
+		fflush(stdout);
+	}
 
 	bpfprog_drain(prog);
 	if (run.conns)

@@ -1,0 +1,204 @@
+"""tcploss vs BCC's tcpretrans under a retransmit storm, both tracing at the same time.
+
+usage: tcploss_bench.py TCPLOSS SECONDS FLOWS LOSS_PCT
+
+A netns pair (veth, offloads off) with nft dropping LOSS_PCT% of the data segments, and
+FLOWS connections sending flat out for SECONDS. Both tracers run unfiltered, side by
+side, writing to files. Ground truth: the client namespace's TcpRetransSegs (nstat).
+
+Reported per tool: events seen on the storm's flows, events lost (reported by the tool
+itself), the CPU its own process used (user + system, /proc/PID/stat) and the CPU its
+BPF programs used (kernel.bpf_stats_enabled run_time_ns: that time is spent in softirq
+on behalf of the traffic and is charged to nobody's process), and the ratios.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STORM = os.path.join(HERE, "tcploss_storm.py")
+PORT = 9000
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def sh(cmd, check=True):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True).stdout
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a process and its live children (BCC runs python3)."""
+    total = 0.0
+    pids = [pid]
+    try:
+        pids += [int(c) for c in open("/proc/%d/task/%d/children" % (pid, pid)).read().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            f = open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(f[11]) + int(f[12])) / CLK
+    return total
+
+
+def bpf_ns(pid):
+    """run_time_ns, run_cnt over the BPF programs pid holds (fdinfo), and run_cnt by name."""
+    seen, ns, cnt = set(), 0, 0
+    for fd in os.listdir("/proc/%d/fdinfo" % pid):
+        try:
+            info = dict(l.split(":", 1) for l in open("/proc/%d/fdinfo/%s" % (pid, fd)) if ":" in l)
+        except OSError:
+            continue
+        prog = info.get("prog_id")
+        if prog is None or int(prog) in seen:
+            continue
+        seen.add(int(prog))
+        ns += int(info.get("run_time_ns", "0"))
+        cnt += int(info.get("run_cnt", "0"))
+    by_name = {p["name"]: p.get("run_cnt", 0) for p in json.loads(sh(["bpftool", "-j", "prog", "show"]) or "[]")
+               if p["id"] in seen}
+    return ns, cnt, by_name
+
+
+def wait_banner(path, proc, what, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(path, errors="replace") as f:
+            if "Hit Ctrl-C to end" in f.read():
+                return
+        if proc.poll() is not None:
+            raise SystemExit("%s exited during start-up: %s" % (what, open(path).read()[-2000:]))
+        time.sleep(0.2)
+    raise SystemExit("%s did not start" % what)
+
+
+def main():
+    tcploss, seconds, flows, loss = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    tag = "%d" % (os.getpid() % 100000)
+    cns, sns = "pyctlb" + tag, "pystlb" + tag
+    net = "10.79.%d" % (os.getpid() % 250)
+    cip, sip = net + ".1", net + ".2"
+    tmp = "/tmp/tcploss_bench." + tag
+    os.makedirs(tmp, exist_ok=True)
+    old_stats = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
+    procs = []
+    try:
+        for ns in (cns, sns):
+            sh(["ip", "netns", "add", ns])
+        sh(["ip", "link", "add", "vc", "netns", cns, "type", "veth", "peer", "name", "vs", "netns", sns])
+        for ns, dev, ip in ((cns, "vc", cip), (sns, "vs", sip)):
+            sh(["ip", "-n", ns, "addr", "add", ip + "/24", "dev", dev])
+            sh(["ip", "-n", ns, "link", "set", dev, "up"])
+            sh(["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"],
+               check=False)
+        sh(["ip", "netns", "exec", sns, "nft",
+            "add table inet t; add chain inet t in { type filter hook input priority 0; }; "
+            "add rule inet t in tcp dport %d tcp flags & (syn | fin | rst) == 0 ip length > 100 "
+            "numgen random mod 100 < %d counter drop" % (PORT, loss)])
+
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+        out_a, err_a = os.path.join(tmp, "tcploss.out"), os.path.join(tmp, "tcploss.err")
+        out_b, err_b = os.path.join(tmp, "tcpretrans.out"), os.path.join(tmp, "tcpretrans.err")
+        a = subprocess.Popen([tcploss, "-j"], stdout=open(out_a, "w"), stderr=open(err_a, "w"))
+        procs.append(a)
+        b = subprocess.Popen(["tcpretrans-bpfcc"], stdout=open(out_b, "w"), stderr=open(err_b, "w"),
+                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        procs.append(b)
+        wait_banner(err_a, a, "tcploss")
+        # tcpretrans prints its banner on stdout
+        wait_banner(out_b, b, "tcpretrans-bpfcc")
+        time.sleep(1)
+
+        server = subprocess.Popen(["ip", "netns", "exec", sns, sys.executable, STORM, "server", sip,
+                                   str(PORT), str(flows)], stdout=subprocess.PIPE, text=True)
+        procs.append(server)
+        assert server.stdout.readline().strip() == "listening"
+        nstat = lambda: int(re.search(r"TcpRetransSegs\s+(\d+)", sh(
+            ["ip", "netns", "exec", cns, "nstat", "-asz", "TcpRetransSegs"])).group(1))
+        r0 = nstat()
+        cpu0 = (cpu_s(a.pid), cpu_s(b.pid))
+        bpf0 = (bpf_ns(a.pid), bpf_ns(b.pid))
+        t0 = time.monotonic()
+        subprocess.run(["ip", "netns", "exec", cns, sys.executable, STORM, "client", sip, str(PORT),
+                        str(flows), str(seconds)], check=True)
+        wall = time.monotonic() - t0
+        server.wait(timeout=60)
+        r1 = nstat()
+        time.sleep(1)  # let both drain what the storm left in their buffers
+        cpu1 = (cpu_s(a.pid), cpu_s(b.pid))
+        bpf1 = (bpf_ns(a.pid), bpf_ns(b.pid))
+        drops = int(re.search(r"counter packets (\d+)", sh(
+            ["ip", "netns", "exec", sns, "nft", "list", "table", "inet", "t"])).group(1))
+        for p in (a, b):
+            p.send_signal(signal.SIGINT)
+        for p in (a, b):
+            p.wait(timeout=120)
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(old_stats)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for ns in (cns, sns):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    # tcploss: its own events on the storm's flows, and what it says it lost
+    seen_a = segs_a = 0
+    summary = {}
+    all_a = 0
+    for line in open(out_a):
+        e = json.loads(line)
+        if e.get("metric") == "tcploss_summary":
+            summary = e
+            continue
+        all_a += e.get("event") == "retransmit"
+        if e.get("event") == "retransmit" and e["src_ip"] == cip and e["dst_port"] == PORT:
+            seen_a += 1
+            segs_a += e["segments"]
+    failed_a = summary.get("retransmit_failed", 0)
+    lost_a = summary.get("lost", -1)
+    # tcpretrans: one line per tracepoint hit "TIME PID IP LADDR:LPORT T> RADDR:RPORT STATE"
+    lines_b = [l for l in open(out_b) if " R> " in l or " L> " in l]
+    seen_b = sum(1 for l in lines_b if (" %s:" % cip) in l and (":%d " % PORT) in l)
+    # every hit of the tracepoint while the storm ran, host-wide (other traffic included)
+    fired_a = bpf1[0][2].get("tracepoint__tcp__tcp_retransmit_skb", 0) - bpf0[0][2].get("tracepoint__tcp__tcp_retransmit_skb", 0)
+    fired_b = sum(bpf1[1][2].values()) - sum(bpf0[1][2].values())
+    lost_b = sum(int(m) for m in re.findall(r"Possibly lost (\d+) samples", open(out_b).read() +
+                                             open(err_b).read()))
+    truth = r1 - r0
+    rate = truth / wall
+    cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
+    bpf = ((bpf1[0][0] - bpf0[0][0]) / 1e9, (bpf1[1][0] - bpf0[1][0]) / 1e9)
+    runs = (bpf1[0][1] - bpf0[0][1], bpf1[1][1] - bpf0[1][1])
+
+    print("   storm: %d flows, %d%% of data segments dropped by nft (%d drops), %.1f s" % (flows, loss, drops, wall))
+    print("   truth: TcpRetransSegs %d in the client netns = %.0f retransmitted segments/s" % (truth, rate))
+    print("   %-22s %12s %12s" % ("", "tcploss", "tcpretrans"))
+    print("   %-22s %12d %12d" % ("events on the flows", seen_a, seen_b))
+    print("   %-22s %12d %12s" % ("  segments in them", segs_a, "-"))
+    print("   %-22s %12d %12s" % ("  failed (err != 0)", failed_a, "(included)"))
+    print("   %-22s %12d %12d" % ("events lost (reported)", lost_a, lost_b))
+    print("   %-22s %12d %12d" % ("tracepoint hits (all)", fired_a, fired_b))
+    print("   %-22s %12d %12d" % ("  printed (all)", all_a, len(lines_b)))
+    print("   %-22s %12s %12s" % ("  printed+lost+failed", "%d" % (all_a + lost_a + failed_a), "%d" % (len(lines_b) + lost_b)))
+    print("   %-22s %12.2f %12.2f" % ("process CPU s", cpu[0], cpu[1]))
+    print("   %-22s %12.3f %12.3f" % ("BPF CPU s", bpf[0], bpf[1]))
+    print("   %-22s %12d %12d" % ("BPF runs", runs[0], runs[1]))
+    print("   %-22s %12.0f %12.0f" % ("BPF ns per run", bpf[0] * 1e9 / max(runs[0], 1), bpf[1] * 1e9 / max(runs[1], 1)))
+    print("   ratios tcploss/tcpretrans: process CPU %.2f, BPF CPU %.2f, total CPU %.2f" % (
+        cpu[0] / max(cpu[1], 1e-9), bpf[0] / max(bpf[1], 1e-9), (cpu[0] + bpf[0]) / max(cpu[1] + bpf[1], 1e-9)))
+    print("   accuracy: tcploss segments %d vs TcpRetransSegs %d (%s); tcpretrans counts skbs: %d (%+.1f%%)" % (
+        segs_a, truth, "exact" if segs_a == truth else "differs by %+d" % (segs_a - truth), seen_b,
+        100.0 * (seen_b - truth) / max(truth, 1)))
+    if rate < 20000:
+        print("   note: the storm reached %.0f/s, below the 20k/s target (a loaded machine)" % rate)
+
+
+if __name__ == "__main__":
+    main()
