@@ -19,6 +19,7 @@
 
 #include "bpfprog.h"
 #include "kbtf.h"
+#include "lathist.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "opts.h"
@@ -80,8 +81,7 @@ struct waits {
 	__u32 pid;
 	int accept_queue;
 	char comm[16];
-	double *ms;
-	size_t n, cap;
+	struct lathist *hist;
 };
 
 /*
@@ -246,11 +246,9 @@ static int follow_existing_children(struct bpfprog *p, const struct common_opts 
 					set[n++] = (__u32)pid;
 					added = 1;
 					log_debug("following child %d of %d", pid, ppid);
-					if (bpf_update_elem(fd, &set[n - 1], &one, 0)) {
-						log_error("cannot follow child %d: %s", pid, strerror(errno));
-						closedir(dir);
-						return -1;
-					}
+					if (bpf_update_elem(fd, &set[n - 1], &one, 0))
+						log_warn("cannot follow child %d of %d: %s", pid, ppid,
+							 strerror(errno));
 					break;
 				}
 		}
@@ -307,6 +305,16 @@ static struct pytarget *python_of(struct run *run, pid_t pid)
 	for (size_t i = 0; i < run->npy; i++)
 		if (run->py[i].pid == pid)
 			return &run->py[i];
+	/* workers come and go (gunicorn --max-requests): let the gone ones' handles go */
+	for (size_t i = 0; i < run->npy;) {
+		if (procinfo_exists(run->py[i].pid)) {
+			i++;
+			continue;
+		}
+		pyproc_close(run->py[i].py);
+		free(run->py[i].threads);
+		run->py[i] = run->py[--run->npy];
+	}
 	if (run->npy == run->cappy) {
 		size_t cap = run->cappy ? run->cappy * 2 : 8;
 		struct pytarget *n = realloc(run->py, cap * sizeof(*n));
@@ -375,29 +383,16 @@ static struct waits *waits_of(struct run *run, __u32 pid, int accept_queue, cons
 		run->waits = nw;
 		run->capwaits = cap;
 	}
-	w = &run->waits[run->nwaits++];
+	w = &run->waits[run->nwaits];
 	memset(w, 0, sizeof(*w));
+	w->hist = calloc(1, sizeof(*w->hist));
+	if (!w->hist)
+		return NULL;
+	run->nwaits++;
 	w->pid = pid;
 	w->accept_queue = accept_queue;
 	memcpy(w->comm, comm, sizeof(w->comm) - 1);
 	return w;
-}
-
-static void waits_add(struct run *run, const struct handoff_event *ev, double ms)
-{
-	struct waits *w = waits_of(run, ev->pid, ev->path == HANDOFF_ACCEPT_QUEUE, ev->worker_comm);
-
-	if (!w)
-		return;
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 1024;
-		double *nm = realloc(w->ms, cap * sizeof(*nm));
-		if (!nm)
-			return;
-		w->ms = nm;
-		w->cap = cap;
-	}
-	w->ms[w->n++] = ms;
 }
 
 static void set_tid(json_t *o, const char *key, __u32 v)
@@ -410,10 +405,12 @@ static void print_event(struct run *run, const struct handoff_event *ev)
 	char queued[40], picked[40], name[PYTHREAD_NAME_MAX];
 	double ms = (double)(ev->pickup_ns - ev->queued_ns) / 1e6;
 	int handoff = ev->path != HANDOFF_ACCEPT_QUEUE;
+	struct waits *w = waits_of(run, ev->pid, !handoff, ev->worker_comm);
 	json_t *o;
 
 	run->events++;
-	waits_add(run, ev, ms);
+	if (w)
+		lathist_add(w->hist, ev->pickup_ns - ev->queued_ns);
 	if (ms < run->s->min_ms)
 		return;
 	o = json_object();
@@ -478,56 +475,6 @@ static int attach_all(struct bpfprog *p, const struct settings *s)
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double percentile(const double *sorted, size_t n, double p)
-{
-	size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
-
-	return sorted[i < n ? i : n - 1];
-}
-
-/* A log2 histogram of the waits in microseconds, BCC style. */
-static void print_histogram(const struct waits *w)
-{
-	unsigned long long buckets[40] = { 0 }, max = 0;
-	int top = 0, low = 39;
-
-	for (size_t i = 0; i < w->n; i++) {
-		unsigned long long us = (unsigned long long)(w->ms[i] * 1000.0);
-		int b = 0;
-
-		while (us > 1 && b < 39) {
-			us >>= 1;
-			b++;
-		}
-		buckets[b]++;
-		if (b > top)
-			top = b;
-		if (b < low)
-			low = b;
-	}
-	for (int b = 0; b <= top; b++)
-		if (buckets[b] > max)
-			max = buckets[b];
-	fprintf(stderr, "%20s : %-9s %s\n", "usecs", "count", "distribution");
-	/* from the first non-empty bucket: waits of milliseconds would start with 10 empty rows */
-	for (int b = low; b <= top; b++) {
-		unsigned long long lo = b ? 1ull << b : 0, hi = (1ull << (b + 1)) - 1;
-		int stars = max ? (int)(buckets[b] * 40 / max) : 0;
-		char range[32];
-
-		snprintf(range, sizeof(range), "%llu -> %llu", lo, hi);
-		fprintf(stderr, "%20s : %-9llu |%-40.*s|\n", range, buckets[b], stars,
-			"****************************************");
-	}
-}
-
 static const char *model_name(const struct handoff_proc_counts *c)
 {
 	if (c->handoffs)
@@ -567,21 +514,20 @@ static void summarize(struct bpfprog *p, struct run *run)
 		struct waits *w = &run->waits[i];
 		json_t *sum;
 
-		if (!w->n)
+		if (!w->hist->count)
 			continue;
-		qsort(w->ms, w->n, sizeof(double), cmp_double);
 		fprintf(stderr, "\npid %u (%s), %s waits:\n", w->pid, w->comm,
 			w->accept_queue ? "accept queue" : "handoff");
-		print_histogram(w);
+		lathist_print_log2(w->hist, stderr);
 		sum = json_object();
 		json_set_str(sum, "metric", "handoff_latency");
 		json_set_int(sum, "pid", w->pid);
 		json_set_str(sum, "kind", w->accept_queue ? "accept_queue" : "handoff");
-		json_set_int(sum, "count", (json_int_t)w->n);
-		json_set_real(sum, "p50_ms", percentile(w->ms, w->n, 50));
-		json_set_real(sum, "p90_ms", percentile(w->ms, w->n, 90));
-		json_set_real(sum, "p99_ms", percentile(w->ms, w->n, 99));
-		json_set_real(sum, "max_ms", w->ms[w->n - 1]);
+		json_set_int(sum, "count", (json_int_t)w->hist->count);
+		json_set_real(sum, "p50_ms", (double)lathist_percentile_ns(w->hist, 50) / 1e6);
+		json_set_real(sum, "p90_ms", (double)lathist_percentile_ns(w->hist, 90) / 1e6);
+		json_set_real(sum, "p99_ms", (double)lathist_percentile_ns(w->hist, 99) / 1e6);
+		json_set_real(sum, "max_ms", (double)w->hist->max_ns / 1e6);
 		out_summary(run->out, "latency", sum);
 	}
 	if (!procs)
@@ -659,7 +605,7 @@ cleanup:
 	bpfprog_close(prog);
 	cflags_free(&cf);
 	for (size_t i = 0; i < run.nwaits; i++)
-		free(run.waits[i].ms);
+		free(run.waits[i].hist);
 	free(run.waits);
 	for (size_t i = 0; i < run.npy; i++) {
 		pyproc_close(run.py[i].py);
