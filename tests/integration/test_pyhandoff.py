@@ -230,10 +230,12 @@ def test_overload_median_matches_app_timing(run_tool, servers, tmp_path):
                         HANDOFF_LOG=str(applog))
     worker = children_of(srv.pid)[0]
     tool = run_tool(TOOL, "-p", str(worker))
+    slow = run_tool(TOOL, "-p", str(worker), "--min-ms", "200")
     ok = run([PY, os.path.join(TARGETS, "handoff_client.py"), str(srv.port), "8", "6"],
              timeout=300).stdout
     time.sleep(1)
     tool.stop()
+    slow.stop()
     events = tool.events()
     assert int(ok) == 48
     waits = [float(l.split()[2]) for l in log_lines(applog)]
@@ -247,6 +249,13 @@ def test_overload_median_matches_app_timing(run_tool, servers, tmp_path):
     # the app's wait (client send -> handler) contains the handoff plus the main loop's part
     assert tool_med <= app_med + 5, (tool_med, app_med)
     assert tool_med >= 0.7 * app_med - 10, (tool_med, app_med)
+    # --min-ms hides the shorter waits from the lines, not from the summary
+    shown = [e for e in slow.events() if e["metric"] == "handoff"]
+    assert all(e["duration_ms"] >= 200 for e in shown)
+    want = [e for e in events if e["metric"] == "handoff" and e["duration_ms"] >= 200]
+    assert abs(len(shown) - len(want)) <= 1 and len(shown) >= 20, (len(shown), len(want))
+    lat = [e for e in slow.events() if e["metric"] == "handoff_latency" and e["kind"] == "handoff"]
+    assert lat[0]["count"] == len(got)
 
 
 def uwsgi_available():
@@ -287,13 +296,19 @@ def test_uwsgi_accept_queue_waits_follow_server_log(run_tool, servers, tmp_path)
     assert not handoffs(events)
 
 
-def test_fd_reuse_and_same_thread_reads_are_no_handoffs(run_tool, tmp_path):
+def fdreuse_run(run_tool, prefix=()):
+    """Runs handoff_fdreuse.py (under prefix, e.g. unshare) traced; returns (events, used, pid)."""
     port = free_port()
-    target = subprocess.Popen([PY, os.path.join(TARGETS, "handoff_fdreuse.py"), str(port)],
+    target = subprocess.Popen(list(prefix) + [PY, os.path.join(TARGETS, "handoff_fdreuse.py"), str(port)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert target.stdout.readline().strip() == "ready"
-        tool = run_tool(TOOL, "-p", str(target.pid))
+        pid = target.pid
+        if prefix:  # the python is the child of unshare
+            pid = children_of(target.pid)[0]
+        with open("/proc/%d/status" % pid) as f:
+            nspid = [int(x) for l in f if l.startswith("NSpid:") for x in l.split()[1:]]
+        tool = run_tool(TOOL, "-p", str(pid))
         target.stdin.write("\n")
         target.stdin.flush()
         used = json.loads(target.stdout.readline())
@@ -306,16 +321,33 @@ def test_fd_reuse_and_same_thread_reads_are_no_handoffs(run_tool, tmp_path):
         if target.poll() is None:
             target.kill()
             target.wait()
-    events = tool.events()
+    return tool.events(), used, pid, nspid
+
+
+def test_fd_reuse_and_same_thread_reads_are_no_handoffs(run_tool):
+    events, used, pid, _ = fdreuse_run(run_tool)
     got = handoffs(events)
     assert len(got) == 1, got
     assert got[0]["fd"] == used["handoff"] and got[0]["queue_path"] == "accept"
-    assert got[0]["main_tid"] == target.pid and got[0]["worker_tid"] != target.pid
-    s = proc_summary(events, target.pid)
+    assert got[0]["main_tid"] == pid and got[0]["worker_tid"] != pid
+    assert got[0]["main_thread_name"] == "MainThread"
+    s = proc_summary(events, pid)
     assert s["fd_reused"] == 1  # the dup2()-replaced fd
     assert s["same_thread_reads"] == 1
     assert s["model"] == "handoff"
-    assert len(accept_waits(events, target.pid)) == 4
+    assert len(accept_waits(events, pid)) == 4
+
+
+def test_container_ids_in_a_pid_namespace(run_tool):
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) is not installed")
+    events, used, pid, nspid = fdreuse_run(run_tool, ["unshare", "--pid", "--fork", "--mount-proc"])
+    got = handoffs(events)
+    assert len(got) == 1, got
+    e = got[0]
+    assert nspid == [pid, 1]
+    assert e["pid"] == pid and e["container_pid"] == 1  # the namespace's first process
+    assert e["container_tid"] != e["tid"] and 1 < e["container_tid"] < 100
 
 
 def test_pid_that_is_not_a_server(run_tool):
