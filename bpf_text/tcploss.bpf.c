@@ -4,8 +4,8 @@
  * BTF offsets (-DOFF_*). Most of these fire in softirq or timer context, where the
  * current task is whoever happened to run: the socket's owner is learned in process
  * context instead (connect, accept, send) and kept per socket in an LRU map.
- * Options: -DPORT, -DFAMILY, -DFILTER_IP_*, -DFILTER_PIDS, -DHAVE_RST_REASON,
- * -DHAVE_RETRANS_ERR.
+ * Options: -DPORT, -DFAMILY, -DFILTER_IP_*, -DFILTER_PIDS, -DCONN_COUNTS,
+ * -DHAVE_RST_REASON, -DHAVE_RETRANS_ERR.
  */
 #ifdef HAVE_RST_REASON
 /*
@@ -46,6 +46,42 @@ static __always_inline void count_add(u32 which, u64 n)
 	if (v)
 		__sync_fetch_and_add(v, n);
 }
+
+#ifdef CONN_COUNTS
+BPF_HASH(conn_counts, struct tcploss_conn_key, struct tcploss_conn_counts, 16384);
+BPF_PERCPU_ARRAY(conn_zero, struct tcploss_conn_counts, 1); /* never written: off the 512-byte stack */
+
+/* -c: counted here, before the perf buffer, so the table is exact under any load. */
+static __always_inline void conn_count(const struct tcploss_event *ev)
+{
+	struct tcploss_conn_key k = {};
+	struct tcploss_conn_counts *zero, *c;
+	u32 kind = ev->kind, idx = 0;
+
+	zero = conn_zero.lookup(&idx);
+	if (kind >= TCPLOSS_KIND_MAX || !zero)
+		return;
+	__builtin_memcpy(k.saddr, ev->saddr, 16);
+	__builtin_memcpy(k.daddr, ev->daddr, 16);
+	k.family = ev->family;
+	k.sport = ev->sport;
+	k.dport = ev->dport;
+	c = conn_counts.lookup_or_try_init(&k, zero);
+	if (!c) {
+		count_add(TCPLOSS_CNT_MAP_FULL, 1);
+		return;
+	}
+	__sync_fetch_and_add(&c->n[kind], 1);
+	if (kind == TCPLOSS_RETRANSMIT)
+		__sync_fetch_and_add(&c->segments, ev->segments);
+	if (ev->pid) {
+		c->pid = ev->pid;
+		__builtin_memcpy(c->comm, ev->comm, sizeof(c->comm));
+	}
+}
+#else
+static __always_inline void conn_count(const struct tcploss_event *ev) {}
+#endif
 
 /* Addresses and ports as the tracepoint gave them (BCC's args exist only inside a probe). */
 struct sock_addrs {
@@ -205,6 +241,7 @@ TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)
 		return 0;
 	ev.segments = segs;
 	read_ctx(&ev, sk);
+	conn_count(&ev);
 	emit_event(args, &ev, sizeof(ev));
 	return 0;
 }
@@ -225,6 +262,7 @@ TRACEPOINT_PROBE(tcp, tcp_cong_state_set)
 	if (!event_init(&ev, TCPLOSS_LOSS, sk, &a))
 		return 0;
 	read_ctx(&ev, sk);
+	conn_count(&ev);
 	emit_event(args, &ev, sizeof(ev));
 	return 0;
 }
@@ -247,6 +285,7 @@ TRACEPOINT_PROBE(tcp, tcp_send_reset)
 	ev.has_reason = 1;
 #endif
 	read_ctx(&ev, sk);
+	conn_count(&ev);
 	emit_event(args, &ev, sizeof(ev));
 	return 0;
 }
@@ -261,6 +300,7 @@ TRACEPOINT_PROBE(tcp, tcp_receive_reset)
 	if (!event_init(&ev, TCPLOSS_RESET_RECEIVED, sk, &a))
 		return 0;
 	read_ctx(&ev, sk);
+	conn_count(&ev);
 	emit_event(args, &ev, sizeof(ev));
 	return 0;
 }
@@ -278,6 +318,7 @@ static __always_inline void zero_window_ended(void *ctx, u64 sk, const struct so
 		return;
 	ev.duration_ns = ev.ts_ns - began;
 	read_ctx(&ev, sk);
+	conn_count(&ev);
 	emit_event(ctx, &ev, sizeof(ev));
 }
 
@@ -323,6 +364,7 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 	}
 	read_ctx(&ev, sk);
 	ev.snd_wnd = 0; /* what this ACK advertises; tcp_sock still has the old window */
+	conn_count(&ev);
 	emit_event(args, &ev, sizeof(ev));
 	return 0;
 }
@@ -396,15 +438,33 @@ TRACEPOINT_PROBE(syscalls, sys_exit_accept)
 	return 0;
 }
 
-/* Sockets made before tracing started: the first send names the owner. */
+/*
+ * Sockets made before tracing started: the first send names the owner. A process's
+ * (pid, fd) is walked once: this runs in process context, and while it runs a softirq
+ * retransmit on the same CPU cannot run any BPF program (the kernel skips it, see
+ * "missed" in the summary), so it must stay short.
+ */
+BPF_TABLE("lru_hash", u64, u8, sends_seen, 16384);
+
+static __always_inline void send_learn(long fd)
+{
+	u64 key = (bpf_get_current_pid_tgid() & 0xffffffff00000000ull) | (u32)fd;
+	u8 one = 1;
+
+	if (sends_seen.lookup(&key))
+		return;
+	sends_seen.update(&key, &one);
+	owner_learn(current_fd_tcp_sock(fd), true);
+}
+
 TRACEPOINT_PROBE(syscalls, sys_enter_sendto)
 {
-	owner_learn(current_fd_tcp_sock(args->fd), true);
+	send_learn(args->fd);
 	return 0;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_enter_sendmsg)
 {
-	owner_learn(current_fd_tcp_sock(args->fd), true);
+	send_learn(args->fd);
 	return 0;
 }

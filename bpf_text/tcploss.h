@@ -39,4 +39,17 @@ struct tcploss_event {
 	char comm[16];
 };
 
+/* -c: per-connection counts kept in the kernel, exact even when events are lost. */
+struct tcploss_conn_key {
+	__u8 saddr[16], daddr[16];
+	__u16 family, sport, dport, pad;
+};
+
+struct tcploss_conn_counts {
+	__u64 n[TCPLOSS_KIND_MAX]; /* events by enum tcploss_kind */
+	__u64 segments;            /* retransmitted segments */
+	__u32 pid, pad;            /* the last known owner */
+	char comm[16];
+};
+
 #endif

@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 
 #include "bpfprog.h"
-#include "conncount.h"
 #include "inetfmt.h"
 #include "kbtf.h"
 #include "lifecycle.h"
@@ -83,7 +82,6 @@ struct settings {
 
 struct run {
 	struct out *out;
-	struct conncount *conns; /* -c */
 	struct tpformat_symbols rst_reasons;
 	unsigned long long events, by_kind[TCPLOSS_KIND_MAX], segments, unowned;
 };
@@ -141,6 +139,8 @@ static int build_cflags(const struct settings *s, struct cflags *cf)
 		cflags_add(cf, "-DHAVE_RST_REASON");
 	if (tpformat_has_field("tcp", "tcp_retransmit_skb", "err"))
 		cflags_add(cf, "-DHAVE_RETRANS_ERR");
+	if (s->connections)
+		cflags_add(cf, "-DCONN_COUNTS");
 	if (s->port)
 		cflags_add(cf, "-DPORT=%lu", s->port);
 	if (s->filter_family) {
@@ -183,26 +183,6 @@ static const char *state_name(unsigned state)
 static void set_or_null(json_t *o, const char *key, json_int_t v, int known)
 {
 	json_object_set_new_nocheck(o, key, known ? json_integer(v) : json_null());
-}
-
-/* -c: this event in its connection's row. */
-static void count_connection(struct run *run, const struct tcploss_event *ev)
-{
-	struct conncount_key k;
-	struct conncount_entry *e;
-
-	memcpy(k.saddr, ev->saddr, 16);
-	memcpy(k.daddr, ev->daddr, 16);
-	k.family = ev->family, k.sport = ev->sport, k.dport = ev->dport;
-	if (!(e = conncount_get(run->conns, &k)))
-		return;
-	if (ev->pid) {
-		e->pid = ev->pid;
-		memcpy(e->comm, ev->comm, sizeof(e->comm));
-	}
-	e->n[ev->kind]++;
-	if (ev->kind == TCPLOSS_RETRANSMIT)
-		e->n[0] += ev->segments; /* slot 0 is no kind: the segment sum */
 }
 
 /*
@@ -269,8 +249,6 @@ static void print_event(struct run *run, const struct tcploss_event *ev)
 		run->segments += ev->segments;
 	if (!known)
 		run->unowned++;
-	if (run->conns)
-		count_connection(run, ev);
 }
 
 static void on_event(void *ctx, void *data, int size)
@@ -279,55 +257,128 @@ static void on_event(void *ctx, void *data, int size)
 		print_event(ctx, data);
 }
 
-/* -c: one row per connection that had events, in order of its first event. */
-static void print_connections(struct run *run, bool json)
-{
-	static const char *const keys[] = { "retransmit_segments", "retransmits", "losses", "resets_sent",
-					    "resets_received", "zero_windows" };
-	static const int kinds[] = { 0, TCPLOSS_RETRANSMIT, TCPLOSS_LOSS, TCPLOSS_RESET_SENT,
-				     TCPLOSS_RESET_RECEIVED, TCPLOSS_ZERO_WINDOW };
-	struct conncount_entry **list;
-	int n = conncount_list(run->conns, &list);
+struct conn_row {
+	struct tcploss_conn_key k;
+	struct tcploss_conn_counts c;
+};
 
-	if (!json && n >= 0)
+static __u64 row_total(const struct conn_row *r)
+{
+	__u64 t = r->c.segments;
+	for (int i = TCPLOSS_LOSS; i < TCPLOSS_KIND_MAX; i++)
+		t += r->c.n[i];
+	return t;
+}
+
+/* Most troubled first; ties in a stable order (ports, then addresses). */
+static int by_trouble(const void *a, const void *b)
+{
+	const struct conn_row *x = a, *y = b;
+	__u64 tx = row_total(x), ty = row_total(y);
+
+	if (tx != ty)
+		return tx > ty ? -1 : 1;
+	if (x->k.sport != y->k.sport)
+		return x->k.sport < y->k.sport ? -1 : 1;
+	if (x->k.dport != y->k.dport)
+		return x->k.dport < y->k.dport ? -1 : 1;
+	return memcmp(&x->k, &y->k, sizeof(x->k));
+}
+
+/* -c: one row per connection that had events, from the kernel's own counts. */
+static void print_connections(struct bpfprog *p, struct run *run, bool json)
+{
+	static const char *const keys[] = { "retransmits", "retransmit_segments", "losses", "resets_sent",
+					    "resets_received", "zero_windows" };
+	int fd = bpfprog_table_fd(p, "conn_counts");
+	struct tcploss_conn_key key, next, *prev = NULL;
+	struct conn_row *rows = NULL;
+	size_t n = 0, cap = 0;
+
+	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (n == cap) {
+			struct conn_row *r = realloc(rows, (cap = cap ? cap * 2 : 64) * sizeof(*rows));
+			if (!r)
+				break;
+			rows = r;
+		}
+		if (bpf_lookup_elem(fd, &key, &rows[n].c) == 0)
+			rows[n++].k = key;
+	}
+	qsort(rows, n, sizeof(*rows), by_trouble);
+	if (!json)
 		printf("\n%-7s %-15s %15s %5s %15s %5s %7s %7s %5s %7s %7s %5s\n", "PID", "COMM", "SRC",
 		       "SPORT", "DST", "DPORT", "RETRANS", "SEGS", "LOSS", "RST_OUT", "RST_IN", "ZWIN");
-	for (int i = 0; i < n; i++) {
-		const struct conncount_entry *e = list[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct tcploss_conn_counts *c = &rows[i].c;
+		const struct tcploss_conn_key *k = &rows[i].k;
+		unsigned long long v[] = { c->n[TCPLOSS_RETRANSMIT], c->segments, c->n[TCPLOSS_LOSS],
+					   c->n[TCPLOSS_RESET_SENT], c->n[TCPLOSS_RESET_RECEIVED],
+					   c->n[TCPLOSS_ZERO_WINDOW] };
 		char local[INET6_ADDRSTRLEN], remote[INET6_ADDRSTRLEN];
+		json_t *o = json_object();
 
-		inet_format(e->key.family, e->key.saddr, local, sizeof(local));
-		inet_format(e->key.family, e->key.daddr, remote, sizeof(remote));
+		inet_format(k->family, k->saddr, local, sizeof(local));
+		inet_format(k->family, k->daddr, remote, sizeof(remote));
+		if (c->pid)
+			json_set_strn(o, "comm", c->comm, strnlen(c->comm, sizeof(c->comm)));
+		else
+			json_object_set_new(o, "comm", json_null());
 		if (json) {
-			json_t *o = json_object();
-			json_set_str(o, "metric", "tcp_loss_connection");
-			set_or_null(o, "pid", e->pid, e->pid != 0);
-			if (e->pid)
-				json_set_strn(o, "comm", e->comm, strnlen(e->comm, sizeof(e->comm)));
-			else
-				json_object_set_new(o, "comm", json_null());
-			json_set_str(o, "src_ip", local);
-			json_set_int(o, "src_port", e->key.sport);
-			json_set_str(o, "dst_ip", remote);
-			json_set_int(o, "dst_port", e->key.dport);
-			for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
-				json_set_int(o, keys[k], (json_int_t)e->n[kinds[k]]);
-			out_event(run->out, o);
+			json_t *row = json_object();
+			set_ascii(row, "metric", "tcp_loss_connection");
+			set_or_null(row, "pid", c->pid, c->pid != 0);
+			json_object_set(row, "comm", json_object_get(o, "comm"));
+			set_ascii(row, "src_ip", local);
+			set_or_null(row, "src_port", k->sport, 1);
+			set_ascii(row, "dst_ip", remote);
+			set_or_null(row, "dst_port", k->dport, 1);
+			for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
+				set_or_null(row, keys[j], (json_int_t)v[j], 1);
+			out_event(run->out, row);
 		} else {
-			char pid[16], comm[64];
-			snprintf(pid, sizeof(pid), e->pid ? "%u" : "-", e->pid);
-			json_t *tmp = json_object(); /* comm repaired to UTF-8 like everywhere else */
-			json_set_strn(tmp, "c", e->comm, strnlen(e->comm, sizeof(e->comm)));
-			snprintf(comm, sizeof(comm), "%s", e->pid ? json_string_value(json_object_get(tmp, "c")) : "-");
-			json_decref(tmp);
-			printf("%-7s %-15s %15s %5u %15s %5u %7llu %7llu %5llu %7llu %7llu %5llu\n", pid, comm,
-			       local, e->key.sport, remote, e->key.dport,
-			       (unsigned long long)e->n[TCPLOSS_RETRANSMIT], (unsigned long long)e->n[0],
-			       (unsigned long long)e->n[TCPLOSS_LOSS], (unsigned long long)e->n[TCPLOSS_RESET_SENT],
-			       (unsigned long long)e->n[TCPLOSS_RESET_RECEIVED],
-			       (unsigned long long)e->n[TCPLOSS_ZERO_WINDOW]);
+			char pid[16];
+			const char *comm = json_string_value(json_object_get(o, "comm"));
+			snprintf(pid, sizeof(pid), c->pid ? "%u" : "-", c->pid);
+			printf("%-7s %-15s %15s %5u %15s %5u %7llu %7llu %5llu %7llu %7llu %5llu\n", pid,
+			       comm ? comm : "-", local, k->sport, remote, k->dport, v[0], v[1], v[2], v[3], v[4], v[5]);
 		}
+		json_decref(o);
 	}
+	free(rows);
+}
+
+/*
+ * Runs of our event programs the kernel skipped: a tracepoint that fires while another
+ * BPF tracing program runs on the same CPU (a softirq retransmit interrupting a send
+ * syscall's program, ours or anyone's) is not delivered, and counted in the program's
+ * fdinfo as recursion_misses. Those events are lost too: say so.
+ */
+static unsigned long long programs_missed(struct bpfprog *p)
+{
+	static const char *const fns[] = {
+		"tracepoint__tcp__tcp_retransmit_skb", "tracepoint__tcp__tcp_cong_state_set",
+		"tracepoint__tcp__tcp_send_reset",     "tracepoint__tcp__tcp_receive_reset",
+		"tracepoint__tcp__tcp_probe",          "tracepoint__tcp__tcp_destroy_sock",
+	};
+	unsigned long long total = 0, v;
+	char path[64], line[128];
+
+	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+		int fd = bpfprog_prog_fd(p, fns[i], BPF_PROG_TYPE_TRACEPOINT);
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+		if (fd < 0 || !(f = fopen(path, "r")))
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "recursion_misses: %llu", &v) == 1)
+				total += v;
+		fclose(f);
+	}
+	return total;
 }
 
 static void print_summary(struct bpfprog *p, struct run *run)
@@ -346,9 +397,11 @@ static void print_summary(struct bpfprog *p, struct run *run)
 	json_set_str(sum, "metric", "tcploss_summary");
 	json_set_int(sum, "events", (json_int_t)run->events);
 	json_set_int(sum, "lost", (json_int_t)bpfprog_lost(p));
+	json_set_int(sum, "missed", (json_int_t)programs_missed(p));
 	json_set_int(sum, "retransmits", (json_int_t)run->by_kind[TCPLOSS_RETRANSMIT]);
 	json_set_int(sum, "retransmit_segments", (json_int_t)run->segments);
 	json_set_int(sum, "retransmit_failed", (json_int_t)bpfprog_table_sum_u64(p, "counters", TCPLOSS_CNT_RETRANS_FAILED));
+	json_set_int(sum, "retransmit_failed_segments", (json_int_t)bpfprog_table_sum_u64(p, "counters", TCPLOSS_CNT_RETRANS_FAILED_SEGS));
 	json_set_int(sum, "losses", (json_int_t)run->by_kind[TCPLOSS_LOSS]);
 	json_set_int(sum, "resets_sent", (json_int_t)run->by_kind[TCPLOSS_RESET_SENT]);
 	json_set_int(sum, "resets_received", (json_int_t)run->by_kind[TCPLOSS_RESET_RECEIVED]);
@@ -395,10 +448,6 @@ int main(int argc, char **argv)
 	if (lifecycle_check_privileges())
 		goto cleanup;
 	tpformat_symbols("tcp", "tcp_send_reset", "reason", &run.rst_reasons);
-	if (s.connections && !(run.conns = conncount_new())) {
-		log_error("out of memory");
-		goto cleanup;
-	}
 
 	prog = bpfprog_compile(tcploss_bpf_text, &cf, s.common.kernel_headers);
 	if (!prog || pyebpf_bpf_set_pids(prog, &s.common))
@@ -427,15 +476,14 @@ int main(int argc, char **argv)
 	}
 
 	bpfprog_drain(prog);
-	if (run.conns)
-		print_connections(&run, s.common.json);
+	if (s.connections)
+		print_connections(prog, &run, s.common.json);
 	print_summary(prog, &run);
 	rc = EXIT_OK;
 cleanup:
 	if (run.out && out_close(run.out) && rc == EXIT_OK)
 		rc = EXIT_RUNTIME;
 	bpfprog_close(prog);
-	conncount_free(run.conns);
 	tpformat_symbols_free(&run.rst_reasons);
 	cflags_free(&cf);
 	return rc;
