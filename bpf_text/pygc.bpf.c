@@ -16,6 +16,7 @@
 /* x86_64 struct pt_regs (uapi layout) as u64 words: no kernel header needed */
 #define REG_BP 4
 #define REG_AX 10
+#define REG_DX 12
 #define REG_SI 13
 #define REG_DI 14
 
@@ -50,7 +51,8 @@ static __always_inline int gc_begin(s64 generation)
 	if (!pid_wanted(id >> 32))
 		return 0;
 #ifdef GEN
-	if (generation != GEN)
+	/* -1: 3.13+ picks the generation inside the collector (the callback tells it) */
+	if (generation != GEN && generation >= 0)
 		return 0;
 #endif
 	p.entry_ns = bpf_ktime_get_ns();
@@ -78,6 +80,10 @@ static __always_inline int gc_finish(struct pt_regs *ctx, s64 collected, u32 sou
 	ev.generation = (s32)p->generation;
 	ev.source = p->start_ns && p->end_ns ? PYGC_SRC_CALLBACK : source;
 	pending.delete(&id);
+#ifdef GEN
+	if (ev.generation != GEN)
+		return 0;
+#endif
 #ifdef MIN_NS
 	if (ev.end_ns - ev.start_ns < MIN_NS)
 		return 0;
@@ -125,12 +131,20 @@ int collector_return(struct pt_regs *ctx)
 	return gc_finish(ctx, (s64)reg(ctx, REG_AX), PYGC_SRC_UPROBE);
 }
 
-/* 3.13+: invoke_gc_callback runs inside the collector, "start" first, "stop" last */
+/*
+ * 3.13+: invoke_gc_callback(..., phase, int generation, ...) runs inside the collector,
+ * "start" first, "stop" last; generation is its third argument (rdx), also in the
+ * .isra clone of the pyenv 3.13.0 build (checked in its disassembly). An automatic
+ * collection enters the collector with generation -1 (GENERATION_AUTO): the callback
+ * call is where the chosen generation shows.
+ */
 int callback_entry(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	struct gc_pending *p = pending.lookup(&id);
 
+	if (p && p->generation < 0)
+		p->generation = (s32)reg(ctx, REG_DX);
 	if (p && p->start_ns && !p->end_ns)
 		p->end_ns = bpf_ktime_get_ns();
 	return 0;

@@ -8,6 +8,7 @@
 #include <bcc/bcc_syms.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <glob.h>
 #include <linux/types.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,10 +354,58 @@ static int plan_pids(struct run *run, struct hooks *h)
 	return 0;
 }
 
-/* Without -p: every interpreter binary that runs now, each hooked once for all its processes. */
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+/*
+ * Installed interpreters with USDT gc probes (distro builds) that no process runs
+ * yet: their probes need no version or process, and the kernel raises the
+ * semaphores in processes that start later. Returns how many were added.
+ */
+static int plan_installed(struct hooks *h, struct file_id *seen, int *nseen)
+{
+	static const char *const patterns[] = { "/usr/bin/python3.*", "/usr/local/bin/python3.*" };
+	int planned = 0;
+
+	for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
+		glob_t g;
+
+		if (glob(patterns[p], 0, NULL, &g))
+			continue;
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			const char *path = g.gl_pathv[i];
+			struct stat st;
+			int dup = 0;
+
+			/* python3.11-config and friends are scripts; only real ELF files count */
+			if (stat(path, &st) || !S_ISREG(st.st_mode) || *nseen == 256)
+				continue;
+			for (int j = 0; j < *nseen; j++)
+				dup |= seen[j].dev == st.st_dev && seen[j].ino == st.st_ino;
+			if (dup || !usdt_binary_has_probe(path, "python", "gc__start") ||
+			    !usdt_binary_has_probe(path, "python", "gc__done"))
+				continue;
+			seen[*nseen].dev = st.st_dev, seen[(*nseen)++].ino = st.st_ino;
+			if (usdt_add(h->usdt, path, -1, "python", "gc__start", "usdt_gc_start") ||
+			    usdt_add(h->usdt, path, -1, "python", "gc__done", "usdt_gc_done"))
+				continue;
+			log_info("%s: USDT python:gc__start/gc__done (processes started later too)", path);
+			planned++;
+		}
+		globfree(&g);
+	}
+	return planned;
+}
+
+/*
+ * Without -p: every interpreter binary that runs now, each hooked once for all its
+ * processes (uprobes by file), and the installed ones with USDT probes.
+ */
 static int plan_system(struct hooks *h)
 {
-	struct { dev_t dev; ino_t ino; } seen[256];
+	struct file_id seen[256];
 	int nseen = 0, planned = 0;
 	DIR *d = opendir("/proc");
 	struct dirent *de;
@@ -407,6 +456,7 @@ static int plan_system(struct hooks *h)
 		pyproc_close(py);
 	}
 	closedir(d);
+	planned += plan_installed(h, seen, &nseen);
 	if (!planned) {
 		log_error("no running CPython process with USDT gc probes or collector symbols was "
 			  "found; start one first or name it with -p PID");

@@ -1,0 +1,331 @@
+"""pygc against real CPython processes of every build here, checked against gc.callbacks.
+
+The target (tests/targets/gc_workload.py) records each collection from inside, with
+gc.callbacks: generation, start and stop (time.perf_counter_ns, CLOCK_MONOTONIC, the
+clock of bpf_ktime_get_ns), and the gc.get_stats() deltas. pygc's events must match
+those one to one.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import (ROOT, TARGETS, assert_fields_documented, assert_nothing_left, bpf_progs_of,
+                      run, tool_path)
+
+WORKLOAD = os.path.join(TARGETS, "gc_workload.py")
+
+# (name in tests/targets/pythons.sh, the hook pygc must pick)
+BUILDS = [
+    ("pyenv-3.8", "uprobe"), ("pyenv-3.9", "uprobe"), ("pyenv-3.10", "uprobe"),
+    ("pyenv-3.11", "uprobe"), ("pyenv-3.12", "uprobe"),
+    ("pyenv-3.13", "uprobe_callbacks"),  # 3.13 runs the callbacks inside the collector
+    ("debian-3.11", "usdt"),
+    ("sid-3.13", "usdt"), ("sid-3.14", "usdt"), ("sid-3.15", "usdt"),
+    ("sid-3.14-ldso", "usdt"),  # started by its own ld.so: /proc/PID/exe is the loader
+]
+
+
+@pytest.fixture(scope="session")
+def pythons():
+    """{name: command list} from tests/targets/pythons.sh (it fetches sid's once)."""
+    out = subprocess.run(["sh", os.path.join(TARGETS, "pythons.sh")], capture_output=True,
+                         text=True, timeout=600)
+    found = {}
+    for line in out.stdout.splitlines():
+        name, _, cmd = line.partition("\t")
+        found[name] = cmd.split()
+    return found
+
+
+def python_cmd(pythons, name):
+    if name not in pythons:
+        pytest.skip("%s is not available here (tests/targets/pythons.sh does not list it)" % name)
+    return pythons[name]
+
+
+def pinning():
+    """Target on CPU 0, pygc on CPU 1: the tool's wakeups then do not preempt the target
+    (which would stretch the callback bracket by a scheduling delay, not by GC work)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or not shutil.which("taskset"):
+        return [], []
+    return ["taskset", "-c", str(cpus[0])], ["taskset", "-c", str(cpus[1])]
+
+
+class Workload:
+    """gc_workload.py: prints "ready PID", waits for "go", collects, writes its records."""
+
+    def __init__(self, cmd, prefix=()):
+        self.dir = tempfile.mkdtemp(prefix="pygc-test-")
+        self.out = os.path.join(self.dir, "records.txt")
+        self.proc = subprocess.Popen(list(prefix) + list(cmd) + [WORKLOAD, self.out],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("ready"), "target did not start: %r" % line
+        self.inner_pid = int(line.split()[1])  # its pid in its own PID namespace
+        self.pid = self.proc.pid
+
+    def go(self, timeout=120):
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line.strip() == "done", "target failed: %r" % line
+        return self.records()
+
+    def records(self):
+        recs, stats = [], None
+        with open(self.out) as f:
+            for line in f:
+                p = line.split()
+                if p[0] == "stats":
+                    stats = [int(x) for x in p[1:]]
+                else:
+                    gen, start, stop, collected, preempted = (int(x) for x in p)
+                    recs.append({"gen": gen, "start": start, "stop": stop,
+                                 "collected": collected, "preempted": preempted})
+        return recs, stats
+
+    def finish(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("exit\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def inside(events, recs):
+    """The events of the collections the callbacks saw (the heap set-up before is not)."""
+    lo, hi = recs[0]["start"], recs[-1]["stop"]
+    return [e for e in events if e["start_ns"] >= lo and e["end_ns"] <= hi]
+
+
+def check_against_callbacks(events, recs, stats):
+    """One event per callback-recorded collection, same order, inside its bracket."""
+    assert stats and len(recs) > 100
+    evs = inside(events, recs)
+    assert [e["generation"] for e in evs] == [r["gen"] for r in recs], \
+        "generation sequences differ: %d events, %d callbacks" % (len(evs), len(recs))
+    # gc.get_stats() counts every collection of each generation in the window
+    for g in range(3):
+        assert sum(1 for e in evs if e["generation"] == g) == stats[g], "generation %d" % g
+    assert {0, 1, 2} <= {r["gen"] for r in recs}
+    assert max(r["stop"] - r["start"] for r in recs if r["gen"] == 2) > 2e6, "no slow gen-2"
+    far = []
+    for e, r in zip(evs, recs):
+        assert r["start"] <= e["start_ns"] <= e["end_ns"] <= r["stop"], (e, r)
+        assert abs(e["duration_ms"] - (e["end_ns"] - e["start_ns"]) / 1e6) < 0.0011
+        # the probes report collected + uncollectable, like the callback's info
+        assert e["collected"] >= r["collected"], (e, r)
+        cb_ms = (r["stop"] - r["start"]) / 1e6
+        if r["preempted"] == 0 and cb_ms - e["duration_ms"] > max(0.1, 0.05 * cb_ms):
+            far.append((round(cb_ms, 3), e["duration_ms"]))
+    # Within 5% or 0.1 ms of the callback's own measurement, for every collection the
+    # thread was not preempted in. The callbacks bracket a little more than the
+    # collection: CPython's work between the "start" callback and gc__start (and the
+    # collector's entry), and from gc__done to the "stop" callback (facts.md 6.3: a
+    # median of 12-22 us, up to ~1.4 ms), plus interrupts and hypervisor steal, which
+    # nivcsw does not count. On this 2-core machine shared with other builds these push
+    # about 1% of the pauses past 0.1 ms; allowed: at most 5%, and a small median.
+    assert len(far) <= max(1, len(recs) // 20), "%d of %d pauses far from the callbacks: %s" % (
+        len(far), len(recs), far[:10])
+    diffs = sorted((r["stop"] - r["start"]) / 1e6 - e["duration_ms"] for e, r in zip(evs, recs))
+    assert diffs[len(diffs) // 2] < 0.05, "median bracket-minus-pause %.3f ms" % diffs[len(diffs) // 2]
+    return evs
+
+
+def trace_workload(run_tool, cmd, extra=(), prefix=()):
+    t_pin, p_pin = pinning()
+    w = Workload(cmd, prefix=list(prefix) + t_pin)
+    try:
+        pid = host_pid_of(w)
+        tool = start_pygc(run_tool, p_pin, "-p", str(pid), *extra)
+        progs = bpf_progs_of(tool.proc.pid)
+        assert progs
+        recs, stats = w.go()
+        time.sleep(0.3)
+        tool.stop()
+        assert tool.returncode == 0, tool.stderr
+        assert_nothing_left(progs)
+        return tool, recs, stats, w
+    finally:
+        w.finish()
+
+
+def start_pygc(run_tool, pin, *args):
+    tool = run_tool("pygc", *args)
+    if pin:  # ready: compiled and attached; from now on it only reads its buffers
+        os.sched_setaffinity(tool.proc.pid, {int(pin[-1])})
+    return tool
+
+
+def host_pid_of(w):
+    """The python's host pid (under unshare --fork it is the child of unshare)."""
+    if w.inner_pid == w.pid:
+        return w.pid
+    for _ in range(50):
+        with open("/proc/%d/task/%d/children" % (w.pid, w.pid)) as f:
+            kids = f.read().split()
+        if kids:
+            return int(kids[0])
+        time.sleep(0.1)
+    raise AssertionError("no child of %d" % w.pid)
+
+
+@pytest.mark.parametrize("name,hook", BUILDS, ids=[b[0] for b in BUILDS])
+def test_every_collection_once_per_build(run_tool, pythons, name, hook):
+    tool, recs, stats, _ = trace_workload(run_tool, python_cmd(pythons, name))
+    evs = check_against_callbacks(tool.events("gc_pause"), recs, stats)
+    assert {e["hook"] for e in evs} == {hook}
+    assert all(e["comm"].startswith("python") or e["comm"] == "ld-linux-x86-64" for e in evs)
+    assert_fields_documented("pygc", tool.events("gc_pause"))
+    # the per-generation summary counts what was printed
+    sums = {s["generation"]: s for s in tool.events("gc_summary")}
+    for g in range(3):
+        mine = [e["duration_ms"] for e in tool.events("gc_pause") if e["generation"] == g]
+        assert sums[g]["count"] == len(mine)
+        if mine:
+            assert sums[g]["max_ms"] == max(mine)
+            assert sums[g]["p50_ms"] == sorted(mine)[(len(mine) + 1) // 2 - 1]
+    assert "generation 2: " in tool.stderr and "p99_ms=" in tool.stderr
+
+
+def test_generation_filter_and_min_ms(run_tool, pythons):
+    cmd = python_cmd(pythons, "debian-3.11")
+    tool, recs, stats, _ = trace_workload(run_tool, cmd, extra=("-g", "2"))
+    evs = inside(tool.events("gc_pause"), recs)
+    assert [e["generation"] for e in evs] == [2] * stats[2]
+
+    tool, recs, stats, _ = trace_workload(run_tool, cmd, extra=("--min-ms", "2"))
+    evs = inside(tool.events("gc_pause"), recs)
+    assert evs and all(e["duration_ms"] >= 2 for e in evs)
+    # every collection whose callback bracket is clearly shorter is absent, every clearly longer one present
+    slow = [r for r in recs if (r["stop"] - r["start"]) / 1e6 > 2.5 and r["preempted"] == 0]
+    fast = [r for r in recs if (r["stop"] - r["start"]) / 1e6 < 2]
+    for r in slow:
+        assert any(r["start"] <= e["start_ns"] and e["end_ns"] <= r["stop"] for e in evs), r
+    for r in fast:
+        assert not any(r["start"] <= e["start_ns"] and e["end_ns"] <= r["stop"] for e in evs), r
+
+
+def test_target_in_its_own_pid_namespace(run_tool, pythons):
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) is not installed")
+    cmd = python_cmd(pythons, "debian-3.11")
+    tool, recs, stats, w = trace_workload(
+        run_tool, cmd, prefix=["unshare", "--pid", "--fork", "--mount-proc"])
+    assert w.inner_pid == 1
+    evs = check_against_callbacks(tool.events("gc_pause"), recs, stats)
+    assert {(e["container_pid"], e["container_tid"]) for e in evs} == {(1, 1)}
+    assert all(e["pid"] != 1 for e in evs)
+
+
+def semaphores(pid, binary):
+    """Values of the gc__start/gc__done USDT semaphores in pid (non-PIE binary: note addresses)."""
+    notes = run(["readelf", "-n", binary]).stdout
+    addrs = [int(a, 16) for a in re.findall(r"Name: gc__(?:start|done)\n.*Semaphore: (0x[0-9a-f]+)", notes)]
+    assert len(addrs) == 2
+    vals = []
+    with open("/proc/%d/mem" % pid, "rb") as f:
+        for a in addrs:
+            f.seek(a)
+            vals.append(int.from_bytes(f.read(2), "little"))
+    return vals
+
+
+def test_semaphores_raised_while_tracing_and_lowered_after_kill_9(run_tool, pythons):
+    binary = "/usr/bin/python3.11"
+    if not os.path.exists(binary):
+        pytest.skip("Debian's python3.11 is not installed")
+    target = subprocess.Popen([binary, "-c", "import time; time.sleep(120)"])
+    try:
+        time.sleep(0.3)
+        assert semaphores(target.pid, binary) == [0, 0]
+        tool = run_tool("pygc", "-p", str(target.pid))
+        assert semaphores(target.pid, binary) == [1, 1]
+        progs = bpf_progs_of(tool.proc.pid)
+        tool.proc.kill()  # SIGKILL: no clean-up code runs
+        tool.proc.wait()
+        assert_nothing_left(progs)
+        assert semaphores(target.pid, binary) == [0, 0]
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_target_without_usdt_and_symbols_is_refused(pythons):
+    binary = "/usr/bin/python3.11"
+    if not os.path.exists(binary):
+        pytest.skip("Debian's python3.11 is not installed")
+    d = tempfile.mkdtemp(prefix="pygc-test-")
+    copy = os.path.join(d, "python3.11-nousdt")
+    run(["objcopy", "--remove-section=.note.stapsdt", binary, copy])
+    target = subprocess.Popen([copy, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        r = run([tool_path("pygc"), "-p", str(target.pid)], check=False, timeout=60)
+        assert r.returncode == 1
+        assert "no USDT gc probes" in r.stderr and "cannot be traced" in r.stderr, r.stderr
+        assert str(target.pid) in r.stderr
+        assert r.stdout == ""
+    finally:
+        target.kill()
+        target.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_non_python_pid_is_refused():
+    target = subprocess.Popen(["sleep", "60"])
+    try:
+        r = run([tool_path("pygc"), "-p", str(target.pid)], check=False, timeout=60)
+        assert r.returncode == 1
+        assert "no CPython found in pid %d" % target.pid in r.stderr, r.stderr
+        assert r.stdout == ""
+    finally:
+        target.kill()
+        target.wait()
+    r = run([tool_path("pygc"), "-g", "3"], check=False)
+    assert r.returncode == 2 and "generation" in r.stderr
+
+
+def test_target_exiting_mid_run(run_tool, pythons):
+    """The only target exits: pygc reports it, prints its collections and the summary, exits 0."""
+    cmd = python_cmd(pythons, "debian-3.11")
+    code = ("import gc, sys, time\n"
+            "n = []\n"
+            "gc.callbacks.append(lambda p, i: p == 'stop' and n.append(i['generation']))\n"
+            "sys.stdin.readline()\n"
+            "for g in (0, 1, 2, 0, 1, 2, 2):\n"
+            "    gc.collect(g)\n"
+            "print(len(n), flush=True)\n")
+    target = subprocess.Popen(cmd + ["-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    tool = run_tool("pygc", "-p", str(target.pid))
+    progs = bpf_progs_of(tool.proc.pid)
+    target.stdin.write("go\n")
+    target.stdin.flush()
+    seen = int(target.stdout.readline())
+    target.wait(timeout=30)
+    try:
+        tool.proc.wait(timeout=30)  # no signal: it must end by itself
+    except subprocess.TimeoutExpired:
+        pytest.fail("pygc did not exit after its only target did")
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    assert "pid %d exited" % target.pid in tool.stderr
+    gens = [e["generation"] for e in tool.events("gc_pause")]
+    # the explicit collections, in order, among the automatic ones
+    it = iter(gens)
+    assert all(g in it for g in (0, 1, 2, 0, 1, 2, 2)), gens
+    # every collection the callbacks saw, plus interpreter shutdown's (which run none)
+    assert len(gens) > seen >= 7
+    assert_nothing_left(progs)
