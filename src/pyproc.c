@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -653,7 +654,7 @@ int pyproc_code_location(struct pyproc *p, uint64_t code, uint32_t instr, uint32
 /* ------------------------------------------------------------------ opening */
 
 struct map_entry {
-	uint64_t start, offset;
+	uint64_t start, end, offset, inode;
 	char path[4096];
 };
 
@@ -716,7 +717,9 @@ static int read_maps(pid_t pid, struct map_entry **out)
 			v = nv;
 		}
 		v[n].start = start;
+		v[n].end = end;
 		v[n].offset = off;
+		v[n].inode = inode;
 		snprintf(v[n].path, sizeof(v[n].path), "%s", file);
 		n++;
 	}
@@ -725,14 +728,34 @@ static int read_maps(pid_t pid, struct map_entry **out)
 	return n;
 }
 
-/* Opens the module of a maps entry through /proc/PID/root; keeps it if it defines _PyRuntime. */
+/*
+ * A path to the mapped file that opens from here. maps paths are relative to the
+ * reader's root when the file is reachable from it (chroot), else to the target's
+ * (mount namespaces): try /proc/PID/root/PATH, then PATH, checking the inode, then
+ * the mapping itself (/proc/PID/map_files, which needs no path at all).
+ */
+static void module_host_path(const struct pyproc *p, const struct map_entry *m, char *buf, size_t len)
+{
+	struct stat st;
+
+	snprintf(buf, len, "/proc/%d/root%s", p->pid, m->path);
+	if (!stat(buf, &st) && st.st_ino == m->inode)
+		return;
+	snprintf(buf, len, "%s", m->path);
+	if (!stat(buf, &st) && st.st_ino == m->inode)
+		return;
+	snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", p->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+}
+
+/* Opens the module of a maps entry; keeps it if it defines _PyRuntime. */
 static bool try_module(struct pyproc *p, const struct map_entry *m)
 {
 	const struct elf_symbol *rt;
 	struct elfsyms *e;
 	uint64_t bias;
 
-	snprintf(p->host_path, sizeof(p->host_path), "/proc/%d/root%s", p->pid, m->path);
+	module_host_path(p, m, p->host_path, sizeof(p->host_path));
 	e = elfsyms_open(p->host_path);
 	if (!e)
 		return false;

@@ -65,7 +65,8 @@ const struct pyversion *pyproc_version(const struct pyproc *p);
 /* The ELF module (executable or shared library) that defines _PyRuntime. */
 struct pymodule {
 	const char *path;      /* as the target sees it (from /proc/PID/maps) */
-	const char *host_path; /* openable from here: /proc/PID/root/<path> */
+	const char *host_path; /* openable from here: /proc/PID/root/<path>, <path> (chroot),
+				  or /proc/PID/map_files/<range>, whichever is the mapped inode */
 	uint64_t bias;         /* runtime address = ELF virtual address + bias */
 	bool is_shared_lib;    /* libpython3.X.so (pyenv), not the executable */
 	bool has_symtab;       /* full .symtab (static functions like take_gil) */

@@ -310,8 +310,9 @@ def test_unsupported_version_is_named(pythons, targets, version):
 def test_target_exit_mid_run(run_tool, pythons, targets):
     """The only target exits: pystack says so, prints its table and summary, exits 0."""
     cmd = supported(pythons).get("pyenv-3.12") or next(iter(supported(pythons).values()))
-    p = targets.start(cmd + [os.path.join(TARGETS, "py_exit_soon.py"), "4"])
+    p = targets.start(cmd + [os.path.join(TARGETS, "py_exit_soon.py"), "2"])
     t = run_tool("pystack", "-p", str(p.pid), "-d", "120", json_mode=False)
+    p.send_signal(signal.SIGUSR1)  # exits 2 s from now
     try:
         t.proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -321,6 +322,27 @@ def test_target_exit_mid_run(run_tool, pythons, targets):
     assert "pid %d exited" % p.pid in t.stderr
     assert "samples=" in t.stderr
     assert "%OWN" in t.stdout and "<module>" in t.stdout
+
+
+def test_children(run_tool, pythons, targets):
+    """--children: a parent that only waits; its two Python children are sampled."""
+    cmd = pythons.get("pyenv-3.11") or pythons.get("debian-3.11")
+    if not cmd:
+        pytest.skip("no 3.11 interpreter")
+    p = targets.start(cmd + [os.path.join(TARGETS, "py_children.py"), "2"])
+    kids = json.loads(p.first_line)
+    try:
+        t = sample(run_tool, [p.pid], 5, "--children", "-F", "199")
+    finally:
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    samples = by_pid(t.events("py_stack"))
+    for k in kids:
+        assert samples.get(k), "no samples of child %d: %s" % (k, t.stderr)
+        assert all(e["leaf_func"] == "child_work" for e in samples[k])
 
 
 def test_usage_errors():

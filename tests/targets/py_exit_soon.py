@@ -1,11 +1,21 @@
-"""pystack target: burns CPU for SECONDS (default 3), then exits by itself.
+"""pystack target: burns CPU until SIGUSR1, then for SECONDS more (default 2), then exits
+by itself.
 
 usage: py_exit_soon.py [SECONDS]   (prints "ready")
 """
+import signal
 import sys
 import time
 
-end = time.monotonic() + (float(sys.argv[1]) if len(sys.argv) > 1 else 3.0)
+end = None
+
+
+def soon(signum, frame):
+    global end
+    end = time.monotonic() + (float(sys.argv[1]) if len(sys.argv) > 1 else 2.0)
+
+
+signal.signal(signal.SIGUSR1, soon)
 print("ready", flush=True)
-while time.monotonic() < end:
+while end is None or time.monotonic() < end:
     pass
