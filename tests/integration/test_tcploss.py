@@ -304,3 +304,46 @@ def test_signal_ends_with_summary_and_nothing_attached(run_tool, sig):
     assert tool.returncode == 0
     assert "summary" in tool.stderr and tool.events("tcploss_summary")
     assert_nothing_left(progs)
+
+
+def test_pid_filter_keeps_only_that_processes_sockets(run_tool, netns_pair):
+    """Two processes get refused; -p names one: only its reset_received is printed (the
+    other's, and the server side's ownerless RSTs, are filtered out)."""
+    ns = netns_pair
+    # a process whose pid is known before tracing starts, and that connects on demand
+    keeper = ns.popen(ns.client, [sys.executable, "-c",
+                                  "import os,sys,socket\nprint(os.getpid(),flush=True)\nsys.stdin.readline()\n"
+                                  "s=socket.socket()\ntry: s.connect((sys.argv[1],9))\nexcept OSError: pass\n"
+                                  "print('done',flush=True)", ns.server_ip],
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pid = int(keeper.stdout.readline())
+    tool = run_tool("tcploss", "-p", str(pid), "--filter-ip", ns.client_ip)
+    other = start(ns, ns.client, "refused", ns.server_ip, 9)
+    truth = said(other)
+    other.wait(timeout=30)
+    keeper.stdin.write("go\n")
+    keeper.stdin.flush()
+    assert keeper.stdout.readline().strip() == "done"
+    keeper.wait(timeout=30)
+    time.sleep(0.5)
+    tool.stop()
+    assert truth["event"] == "refused" and truth["pid"] != pid
+    events = tool.events("tcp_loss")
+    assert [(e["event"], e["pid"]) for e in events] == [("reset_received", pid)], tool.stdout
+
+
+def test_container_ids_in_a_pid_namespace(run_tool, netns_pair):
+    """A client in its own PID namespace: pid is the host's, container_pid what it sees (1)."""
+    ns = netns_pair
+    tool = run_tool("tcploss", "--port", "9", "--filter-ip", ns.client_ip)
+    p = ns.popen(ns.client, ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, TROUBLE,
+                             "refused", ns.server_ip, "9"], stdout=subprocess.PIPE, text=True)
+    truth = said(p)
+    p.wait(timeout=30)
+    time.sleep(0.5)
+    tool.stop()
+    assert truth["event"] == "refused" and truth["pid"] == 1  # what the process sees
+    r = of(tool, "reset_received")
+    assert len(r) == 1, tool.stdout
+    assert r[0]["container_pid"] == 1 and r[0]["container_tid"] == 1
+    assert r[0]["pid"] not in (None, 1) and r[0]["pid"] != p.pid  # the host's id (unshare forked)
