@@ -570,6 +570,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 
 	lifecycle_start(s.common.duration_s);
+	lifecycle_watch_pids(s.common.pids, s.common.npids);
 	log_info("Tracing connection handoffs and accept-queue waits. Hit Ctrl-C to end.");
 	/*
 	 * Read in batches every 50 ms rather than being woken per record: a busy server

@@ -351,9 +351,10 @@ def test_container_ids_in_a_pid_namespace(run_tool):
 
 
 def test_pid_that_is_not_a_server(run_tool):
-    sleeper = subprocess.Popen(["sleep", "60"])
+    sleeper = subprocess.Popen(["sleep", "8"])
     try:
-        tool = run_tool(TOOL, "-p", str(sleeper.pid), "-d", "2")
+        tool = run_tool(TOOL, "-p", str(sleeper.pid))
+        # no -d: the tool ends by itself when its only target exits
         tool.proc.wait(timeout=60)
         tool.stop()
     finally:
@@ -361,6 +362,7 @@ def test_pid_that_is_not_a_server(run_tool):
         sleeper.wait()
     assert tool.returncode == 0, tool.stderr
     assert "does not look like a server" in tool.stderr
+    assert "%d exited" % sleeper.pid in tool.stderr
     assert "no accept or handoff seen" in tool.stderr
     assert not [e for e in tool.events() if e["metric"] == "handoff"]
     # a pid that does not exist is an error, not an empty trace
