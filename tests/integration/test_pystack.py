@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, TARGETS, run, tool_path
+from conftest import ROOT, TARGETS, assert_fields_documented, run, tool_path
 
 ORACLE = os.environ.get("PYWALK_ORACLE", os.path.join(os.path.dirname(ROOT), "shared", "tools",
                                                       "pywalk-oracle.py"))
@@ -146,7 +146,8 @@ def test_busy_line_and_whole_stack_match_oracle(run_tool, pythons, targets):
     script = os.path.join(TARGETS, "py_busyline.py")
     line = busy_line(script)
     procs = {name: targets.start(cmd + [script]) for name, cmd in supported(pythons).items()}
-    t = sample(run_tool, [p.pid for p in procs.values()], 8, "-F", "199")
+    t = sample(run_tool, [p.pid for p in procs.values()], 8, "-F", "199", "-e", "test")
+    assert_fields_documented("pystack", t.events())
     samples = by_pid(t.events("py_stack"))
     failures = []
     for name, p in procs.items():
