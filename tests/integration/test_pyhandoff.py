@@ -298,10 +298,10 @@ def test_uwsgi_accept_queue_waits_follow_server_log(run_tool, servers, tmp_path)
     assert not handoffs(events)
 
 
-def fdreuse_run(run_tool, prefix=()):
+def fdreuse_run(run_tool, prefix=(), python=PY):
     """Runs handoff_fdreuse.py (under prefix, e.g. unshare) traced; returns (events, used, pid)."""
     port = free_port()
-    target = subprocess.Popen(list(prefix) + [PY, os.path.join(TARGETS, "handoff_fdreuse.py"), str(port)],
+    target = subprocess.Popen(list(prefix) + [python, os.path.join(TARGETS, "handoff_fdreuse.py"), str(port)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert target.stdout.readline().strip() == "ready"
@@ -338,6 +338,27 @@ def test_fd_reuse_and_same_thread_reads_are_no_handoffs(run_tool):
     assert s["same_thread_reads"] == 1
     assert s["model"] == "handoff"
     assert len(accept_waits(events, pid)) == 4
+
+
+PYENV = os.path.expanduser("~/.pyenv/versions")
+INTERPRETERS = [("debian", PY)] + [
+    (v, os.path.join(PYENV, d, "bin", "python" + v))
+    for v in ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
+    for d in (sorted(os.listdir(PYENV)) if os.path.isdir(PYENV) else [])
+    if d.startswith(v + ".") and d[len(v) + 1:].isdigit()]
+
+
+@pytest.mark.parametrize("name,python", INTERPRETERS, ids=[i[0] for i in INTERPRETERS])
+def test_python_thread_names_across_versions(run_tool, name, python):
+    if not os.path.exists(python):
+        pytest.skip("%s is not installed" % python)
+    events, used, pid, _ = fdreuse_run(run_tool, python=python)
+    got = handoffs(events)
+    assert len(got) == 1, got
+    # threading's names, read from the target (the OS names are all "python3.X")
+    assert got[0]["main_thread_name"] == "MainThread", got[0]
+    assert got[0]["worker_thread_name"] == "reader", got[0]
+    assert got[0]["worker_comm"] != "reader"
 
 
 def test_container_ids_in_a_pid_namespace(run_tool):

@@ -10,19 +10,36 @@ thread, one scenario each, then prints one JSON line with the fd numbers used:
 """
 import json
 import os
+import queue
 import socket
 import sys
 import threading
 
 
+# one long-lived thread named "reader" does the other-thread reads (alive while traced,
+# so a tracer can still read its Python name)
+_jobs = queue.Queue()
+
+
+def _reader():
+    while True:
+        fn, done = _jobs.get()
+        if fn is None:
+            return
+        fn()
+        done.set()
+
+
 def in_thread(fn):
-    t = threading.Thread(target=fn, name="reader")
-    t.start()
-    t.join()
+    done = threading.Event()
+    _jobs.put((fn, done))
+    done.wait()
 
 
 def main():
     port = int(sys.argv[1])
+    reader = threading.Thread(target=_reader, name="reader", daemon=True)
+    reader.start()
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", port))
