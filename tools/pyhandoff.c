@@ -481,7 +481,7 @@ static const char *model_name(const struct handoff_proc_counts *c)
 		return "handoff";
 	if (c->same_thread)
 		return "each-thread-accepts";
-	return "none-seen";
+	return "unknown";
 }
 
 /* Per process: server model, counts, histogram and percentiles of each kind of wait. */
@@ -490,6 +490,7 @@ static void summarize(struct bpfprog *p, struct run *run)
 	int fd = bpfprog_table_fd(p, "procs");
 	__u32 key, next, *prev = NULL;
 	struct handoff_proc_counts c;
+	char comm[64];
 	int procs = 0;
 
 	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
@@ -503,6 +504,7 @@ static void summarize(struct bpfprog *p, struct run *run)
 		sum = json_object();
 		json_set_str(sum, "metric", "handoff_process");
 		json_set_int(sum, "pid", key);
+		json_set_str(sum, "comm", procinfo_comm((pid_t)key, (pid_t)key, comm, sizeof(comm)) ? "?" : comm);
 		json_set_str(sum, "model", model_name(&c));
 		json_set_int(sum, "handoffs", (json_int_t)c.handoffs);
 		json_set_int(sum, "same_thread_reads", (json_int_t)c.same_thread);
