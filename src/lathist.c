@@ -56,8 +56,11 @@ uint64_t lathist_percentile_ns(const struct lathist *h, double p)
 	if (p >= 100)
 		return h->max_ns;
 	rank = (uint64_t)ceil(p / 100.0 * (double)h->count);
-	if (rank < 1)
-		rank = 1;
+	/* the extremes are known exactly: no bucket rounding for them */
+	if (rank <= 1)
+		return h->min_ns;
+	if (rank >= h->count)
+		return h->max_ns;
 	for (unsigned i = 0; i < LATHIST_FINE_BUCKETS; i++) {
 		seen += h->fine[i];
 		if (seen < rank)

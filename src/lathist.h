@@ -24,7 +24,8 @@ struct lathist {
 void lathist_add(struct lathist *h, uint64_t ns);
 /*
  * The p-th percentile (0-100, nearest rank), in ns: the middle of the bucket holding
- * it, within [min, max]; p >= 100 gives max exactly. 0 when empty.
+ * it, within [min, max]; the first and last ranks give min and max exactly. 0 when
+ * empty.
  */
 uint64_t lathist_percentile_ns(const struct lathist *h, double p);
 /* "usecs : count distribution" rows from the first to the last non-empty bucket. */
