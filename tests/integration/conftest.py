@@ -61,9 +61,11 @@ class Tool:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.05)
+        # kill first: a tool still running would never close stderr (and may be blocked
+        # writing a stdout nobody reads)
+        self.proc.kill()
         os.set_blocking(self.proc.stderr.fileno(), True)
         rest = self.proc.stderr.read() or b""
-        self.proc.kill()
         raise AssertionError("%s did not become ready: %s" % (self.cmd, (buf + rest).decode(errors="replace")))
 
     def stop(self, sig=signal.SIGINT, timeout=60):

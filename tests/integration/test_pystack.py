@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -97,11 +98,77 @@ def busy_line(path):
     raise AssertionError("no BUSY line in " + path)
 
 
-def sample(run_tool, pids, seconds, *extra):
-    args = []
-    for p in pids:
-        args += ["-p", str(p)]
-    t = run_tool("pystack", *args, *extra)
+class Pystack:
+    """pystack -j in the background; stdout is read all the time (a full pipe would stall
+    the tool and lose samples), stderr goes to a file. Compiles can take minutes on a
+    loaded machine, so the ready wait is long."""
+
+    def __init__(self, pids, *extra, json_mode=True):
+        args = [tool_path("pystack")] + (["-j"] if json_mode else [])
+        for p in pids:
+            args += ["-p", str(p)]
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(args + list(extra), stdout=subprocess.PIPE, stderr=self.err)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.returncode = None
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.decode())
+
+    def _stderr(self):
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")
+
+    def wait_ready(self, timeout=600):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if "Hit Ctrl-C to end." in self._stderr():
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.proc.kill()
+        raise AssertionError("pystack did not start: " + self._stderr())
+
+    def stop(self, timeout=120):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.returncode = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self.reader.join(timeout=30)
+        self.stdout = "".join(self.lines)
+        self.stderr = self._stderr()
+        return self
+
+    def events(self, metric=None):
+        lines = [json.loads(l) for l in self.stdout.splitlines() if l.strip()]
+        return [e for e in lines if metric is None or e.get("metric") == metric]
+
+
+@pytest.fixture
+def pystack():
+    started = []
+
+    def start(pids, *extra, json_mode=True, ready=True):
+        t = Pystack(pids, *extra, json_mode=json_mode)
+        started.append(t)
+        return t.wait_ready() if ready else t
+
+    yield start
+    for t in started:
+        if t.proc.poll() is None:
+            t.proc.kill()
+            t.proc.wait()
+
+
+def sample(pystack, pids, seconds, *extra):
+    t = pystack(pids, *extra)
     time.sleep(seconds)
     t.stop()
     assert t.returncode == 0, t.stderr
@@ -115,11 +182,11 @@ def by_pid(events):
     return out
 
 
-def test_cpu_split_70_30(run_tool, pythons, targets):
+def test_cpu_split_70_30(pystack, pythons, targets):
     """a() 70% / b() 30%: pystack's shares within 3 points of the target's own timing."""
     procs = {name: targets.start(cmd + [os.path.join(TARGETS, "py_split.py")])
              for name, cmd in supported(pythons).items()}
-    t = sample(run_tool, [p.pid for p in procs.values()], 25, "-F", "499")
+    t = sample(pystack, [p.pid for p in procs.values()], 25, "-F", "499")
     samples = by_pid(t.events("py_stack"))
     failures, report = [], []
     for name, p in procs.items():
@@ -141,12 +208,12 @@ def test_cpu_split_70_30(run_tool, pythons, targets):
     assert not failures, "\n".join(failures + ["all: "] + report)
 
 
-def test_busy_line_and_whole_stack_match_oracle(run_tool, pythons, targets):
+def test_busy_line_and_whole_stack_match_oracle(pystack, pythons, targets):
     """Leaf function/file/line exact; the whole stack equals the oracle's for that thread."""
     script = os.path.join(TARGETS, "py_busyline.py")
     line = busy_line(script)
     procs = {name: targets.start(cmd + [script]) for name, cmd in supported(pythons).items()}
-    t = sample(run_tool, [p.pid for p in procs.values()], 8, "-F", "199", "-e", "test")
+    t = sample(pystack, [p.pid for p in procs.values()], 8, "-F", "199", "-e", "test")
     assert_fields_documented("pystack", t.events())
     samples = by_pid(t.events("py_stack"))
     failures = []
@@ -173,11 +240,11 @@ def test_busy_line_and_whole_stack_match_oracle(run_tool, pythons, targets):
     assert not failures, "\n".join(failures)
 
 
-def test_thread_names(run_tool, pythons, targets):
+def test_thread_names(pystack, pythons, targets):
     """10 named threads: the set of thread_name values is exactly those names."""
     script = os.path.join(TARGETS, "py_threads.py")
     procs = {name: targets.start(cmd + [script]) for name, cmd in supported(pythons).items()}
-    t = sample(run_tool, [p.pid for p in procs.values()], 12, "-F", "499")
+    t = sample(pystack, [p.pid for p in procs.values()], 12, "-F", "499")
     samples = by_pid(t.events("py_stack"))
     failures = []
     for name, p in procs.items():
@@ -188,12 +255,28 @@ def test_thread_names(run_tool, pythons, targets):
     assert not failures, "\n".join(failures)
 
 
-def test_deep_recursion_is_marked_truncated(run_tool, pythons, targets):
+def test_thread_without_gil_is_found(pystack, pythons, targets):
+    """A thread inside C code with the GIL released still gets its Python stack."""
+    script = os.path.join(TARGETS, "py_nogil.py")
+    procs = {name: targets.start(cmd + [script]) for name, cmd in supported(pythons).items()}
+    t = sample(pystack, [p.pid for p in procs.values()], 8, "-F", "199")
+    samples = by_pid(t.events("py_stack"))
+    failures = []
+    for name, p in procs.items():
+        hasher = int(p.first_line)
+        got = [e for e in samples.get(p.pid, []) if e["container_tid"] == hasher]
+        bad = [e for e in got if e["leaf_func"] != "hash_loop" or e["thread_name"] != "hasher"]
+        if len(got) < 3 or bad:
+            failures.append("%s: %d samples of the hasher, wrong: %s" % (name, len(got), bad[:1]))
+    assert not failures, "\n".join(failures)
+
+
+def test_deep_recursion_is_marked_truncated(pystack, pythons, targets):
     """300 frames deep, --max-depth 128: status truncated, the 128 innermost frames right."""
     script = os.path.join(TARGETS, "py_recurse.py")
     line = busy_line(script)
     procs = {name: targets.start(cmd + [script, "300"]) for name, cmd in supported(pythons).items()}
-    t = sample(run_tool, [p.pid for p in procs.values()], 6, "-F", "199")
+    t = sample(pystack, [p.pid for p in procs.values()], 6, "-F", "199")
     samples = by_pid(t.events("py_stack"))
     summary = [json.loads(l) for l in t.stdout.splitlines() if '"pystack_summary"' in l]
     assert summary and summary[0]["truncated"] > 0
@@ -213,7 +296,7 @@ def test_deep_recursion_is_marked_truncated(run_tool, pythons, targets):
     assert not failures, "\n".join(failures)
 
 
-def test_non_ascii_names_are_utf8(run_tool, pythons, targets, tmp_path):
+def test_non_ascii_names_are_utf8(pystack, pythons, targets, tmp_path):
     """Function and file names with latin-1, BMP and non-BMP characters come out right."""
     d = tmp_path / "dïr_文件"
     d.mkdir()
@@ -222,7 +305,7 @@ def test_non_ascii_names_are_utf8(run_tool, pythons, targets, tmp_path):
                       "def 𠀀x():\n    n = 0\n    while True: n += 1\n\n\nprint('ready', flush=True)\n"
                       "fünc_ä()\n", encoding="utf-8")
     procs = {name: targets.start(cmd + [str(script)]) for name, cmd in supported(pythons).items()}
-    t = sample(run_tool, [p.pid for p in procs.values()], 6, "-F", "199")
+    t = sample(pystack, [p.pid for p in procs.values()], 6, "-F", "199")
     # the JSON parsed, so it is valid UTF-8; now the exact strings
     samples = by_pid(t.events("py_stack"))
     failures = []
@@ -243,7 +326,7 @@ def sid_root(pythons):
     return cmd[-1].split("/usr/bin/")[0]
 
 
-def test_pid_namespace_host_and_container_ids(run_tool, pythons, targets):
+def test_pid_namespace_host_and_container_ids(pystack, pythons, targets):
     """Targets in their own PID namespace (one also in its own root): host and namespace ids."""
     if not shutil.which("unshare"):
         pytest.skip("unshare (util-linux) is not installed")
@@ -268,12 +351,20 @@ def test_pid_namespace_host_and_container_ids(run_tool, pythons, targets):
     if not launchers:
         pytest.skip("no interpreter to run in a PID namespace")
     hosts = {}
-    for name, argv, path in launchers:
-        p = targets.start(argv)
-        # the python process is unshare's child: pid 1 in the new namespace
-        child = int(run(["pgrep", "-P", str(p.pid)]).stdout.split()[0])
-        hosts[name] = (child, path)
-    t = sample(run_tool, [c for c, _ in hosts.values()], 6, "-F", "199")
+    try:
+        for name, argv, path in launchers:
+            p = targets.start(argv)
+            # the python process is unshare's child: pid 1 in the new namespace
+            child = int(run(["pgrep", "-P", str(p.pid)]).stdout.split()[0])
+            hosts[name] = (child, path)
+        t = sample(pystack, [c for c, _ in hosts.values()], 6, "-F", "199")
+    finally:
+        # pid 1 of a namespace ignores SIGTERM; killing unshare does not end it
+        for child, _ in hosts.values():
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     samples = by_pid(t.events("py_stack"))
     failures = []
     for name, (pid, path) in hosts.items():
@@ -308,11 +399,11 @@ def test_unsupported_version_is_named(pythons, targets, version):
     assert "CPython %s" % version in res.stderr and "supported: 3.8-3.15" in res.stderr, res.stderr
 
 
-def test_target_exit_mid_run(run_tool, pythons, targets):
+def test_target_exit_mid_run(pystack, pythons, targets):
     """The only target exits: pystack says so, prints its table and summary, exits 0."""
     cmd = supported(pythons).get("pyenv-3.12") or next(iter(supported(pythons).values()))
     p = targets.start(cmd + [os.path.join(TARGETS, "py_exit_soon.py"), "2"])
-    t = run_tool("pystack", "-p", str(p.pid), "-d", "120", json_mode=False)
+    t = pystack([p.pid], "-d", "600", json_mode=False)
     p.send_signal(signal.SIGUSR1)  # exits 2 s from now
     try:
         t.proc.wait(timeout=60)
@@ -325,7 +416,7 @@ def test_target_exit_mid_run(run_tool, pythons, targets):
     assert "%OWN" in t.stdout and "<module>" in t.stdout
 
 
-def test_children(run_tool, pythons, targets):
+def test_children(pystack, pythons, targets):
     """--children: a parent that only waits; its two Python children are sampled."""
     cmd = pythons.get("pyenv-3.11") or pythons.get("debian-3.11")
     if not cmd:
@@ -333,7 +424,7 @@ def test_children(run_tool, pythons, targets):
     p = targets.start(cmd + [os.path.join(TARGETS, "py_children.py"), "2"])
     kids = json.loads(p.first_line)
     try:
-        t = sample(run_tool, [p.pid], 5, "--children", "-F", "199")
+        t = sample(pystack, [p.pid], 5, "--children", "-F", "199")
     finally:
         for k in kids:
             try:
