@@ -52,7 +52,7 @@ static const struct opt options[] = {
 
 static const struct out_column columns[] = {
 	{ "time", "TIME", -27 },
-	{ "event", "EVENT", -14 },
+	{ "event", "EVENT", -15 },
 	{ "pid", "PID", 7 },
 	{ "comm", "COMM", -15 },
 	{ "src_ip", "SRC", 15 },
