@@ -43,7 +43,28 @@ static char *format_read(const char *category, const char *name)
 
 bool tpformat_has_field(const char *category, const char *name, const char *field)
 {
-	char *text = format_read(category, name), *line, *save = NULL;
+	char *text = format_read(category, name);
+	bool found = text && tpformat_text_has_field(text, field);
+
+	free(text);
+	return found;
+}
+
+int tpformat_symbols(const char *category, const char *name, const char *field,
+		     struct tpformat_symbols *out)
+{
+	char *text = format_read(category, name);
+	int n;
+
+	memset(out, 0, sizeof(*out));
+	n = text ? tpformat_text_symbols(text, field, out) : 0;
+	free(text);
+	return n;
+}
+
+bool tpformat_text_has_field(const char *format_text, const char *field)
+{
+	char *text = strdup(format_text), *line, *save = NULL;
 	bool found = false;
 
 	if (!text)
@@ -63,21 +84,20 @@ bool tpformat_has_field(const char *category, const char *name, const char *fiel
 	return found;
 }
 
-int tpformat_symbols(const char *category, const char *name, const char *field,
-		     struct tpformat_symbols *out)
+int tpformat_text_symbols(const char *text, const char *field, struct tpformat_symbols *out)
 {
-	char *text = format_read(category, name), needle[96], *p;
+	char needle[96];
+	const char *p;
 
 	memset(out, 0, sizeof(*out));
-	if (!text)
-		return 0;
 	snprintf(needle, sizeof(needle), "__print_symbolic(REC->%s,", field);
 	p = strstr(text, needle);
 	if (p)
 		p += strlen(needle);
 	/* pairs "{ 12, "NAME" }" until the closing parenthesis */
 	while (p && (p = strpbrk(p, "{)")) && *p == '{') {
-		char *q, *name_start, *name_end;
+		char *q;
+		const char *name_start, *name_end;
 		long long v = strtoll(p + 1, &q, 0);
 		struct tpformat_symbol *nv;
 
@@ -96,7 +116,6 @@ int tpformat_symbols(const char *category, const char *name, const char *field,
 		out->n++;
 		p = strchr(name_end, '}');
 	}
-	free(text);
 	return out->n;
 }
 

@@ -26,6 +26,9 @@ bool tpformat_has_field(const char *category, const char *name, const char *fiel
  */
 int tpformat_symbols(const char *category, const char *name, const char *field,
 		     struct tpformat_symbols *out);
+/* The same two answers from a format file's text already in memory (tests use these). */
+bool tpformat_text_has_field(const char *text, const char *field);
+int tpformat_text_symbols(const char *text, const char *field, struct tpformat_symbols *out);
 /* The name of value, or NULL. */
 const char *tpformat_symbol_name(const struct tpformat_symbols *s, long long value);
 void tpformat_symbols_free(struct tpformat_symbols *s);

@@ -93,15 +93,21 @@ def test_retransmitted_segments_equal_the_clients_TcpRetransSegs(run_tool, netns
     assert tool.returncode == 0, tool.stderr
     retrans = of(tool, "retransmit", src_ip=ns.client_ip)
     segments = sum(e["segments"] for e in retrans)
-    print("drops=%d TcpRetransSegs=%d events=%d segments=%d" % (drops, after - before, len(retrans), segments))
+    print("drops=%d TcpRetransSegs=%d events=%d segments=%d summary=%s" % (
+        drops, after - before, len(retrans), segments, tool.events("tcploss_summary")))
     assert drops > 50  # the fault really happened
-    # the kernel counts a retransmitted segment in TcpRetransSegs exactly where the
-    # tracepoint fires with err == 0; early give-ups (err != 0) are counted in neither
-    assert segments == after - before
-    # every drop had to be repaired; a repair may itself be dropped, or be spurious
-    assert segments >= drops
     summary = tool.events("tcploss_summary")[0]
     assert summary["lost"] == 0 and summary["retransmit_segments"] == segments
+    # the kernel counts a retransmitted segment in TcpRetransSegs exactly where the
+    # tracepoint fires with err == 0; early give-ups (err != 0) are counted in neither.
+    # The one way to differ: the kernel skipped our program because another BPF
+    # tracing program (anyone's) was running on that CPU; the summary counts those.
+    if summary["missed"] == 0:
+        assert segments == after - before
+    else:
+        assert 0 <= (after - before) - segments <= 4 * summary["missed"]
+    # every drop had to be repaired; a repair may itself be dropped, or be spurious
+    assert after - before >= drops
     for e in retrans:
         assert e["pid"] == hello["pid"] and e["tid"] == hello["pid"]
         assert e["comm"].startswith("python")
