@@ -3,7 +3,7 @@
  * thread that reads it, from syscall tracepoints only.
  *
  * Queued: accept()/accept4() returns fd in thread A, or thread A removes a
- * keep-alive socket from its epoll set (epoll_ctl(EPOLL_CTL_DEL, fd)), as gunicorn's
+ * keep-alive socket from its epoll set (epoll_ctl(EPOLL_CTL_DEL, fd) returns 0), as gunicorn's
  * gthread main loop does before it submits the connection to its pool. Picked up:
  * the first read of that fd (read, readv, recvfrom, recvmsg) by thread B != A of the
  * same process. A first read by A itself means there was no handoff (uwsgi's threads
@@ -211,16 +211,36 @@ TRACEPOINT_PROBE(syscalls, sys_exit_accept)
 	return 0;
 }
 
+/* epoll_ctl(EPOLL_CTL_DEL) of a socket, until it returns: only a removal that worked hands off */
+struct epoll_del {
+	u64 file;
+	u32 fd;
+};
+BPF_HASH(epoll_dels, u64, struct epoll_del, 4096);
+
 TRACEPOINT_PROBE(syscalls, sys_enter_epoll_ctl)
 {
-	u64 pid_tgid = bpf_get_current_pid_tgid(), file;
-	int fd = args->fd;
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct epoll_del d = { .fd = args->fd };
 
-	if (args->op != EPOLL_CTL_DEL || fd < 0 || !wanted(pid_tgid >> 32))
+	if (args->op != EPOLL_CTL_DEL || args->fd < 0 || !wanted(pid_tgid >> 32))
 		return 0;
-	file = current_fd_file(fd);
-	if (file && file_is_socket(file))
-		queue_fd(pid_tgid, fd, file, HANDOFF_EPOLL_DEL);
+	d.file = current_fd_file(d.fd);
+	if (d.file && file_is_socket(d.file))
+		epoll_dels.update(&pid_tgid, &d);
+	return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_epoll_ctl)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct epoll_del *d = epoll_dels.lookup(&pid_tgid);
+
+	if (!d)
+		return 0;
+	if (args->ret == 0)
+		queue_fd(pid_tgid, d->fd, d->file, HANDOFF_EPOLL_DEL);
+	epoll_dels.delete(&pid_tgid);
 	return 0;
 }
 

@@ -466,6 +466,7 @@ static int attach_all(struct bpfprog *p, const struct settings *s)
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_recvmsg") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_accept4") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_accept") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_epoll_ctl") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_epoll_ctl"))
 		return -1;
 	if (s->children &&
