@@ -36,7 +36,8 @@ while True:
 
 class Workload:
     def __init__(self, cmd):
-        self.proc = subprocess.Popen(cmd + ["-c", WORKLOAD], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd + ["-c", WORKLOAD], stdout=subprocess.PIPE, text=True,
+                                     preexec_fn=lambda: pin(0))
         assert self.proc.stdout.readline().strip() == "ready"
         self.samples = []
         self.lock = threading.Lock()
@@ -65,6 +66,15 @@ class Workload:
         self.proc.wait()
 
 
+def pin(which):
+    """Workload on the first CPU, pygc on the second (when there are two): the other
+    builds on this shared machine then disturb both windows alike, and pygc's own
+    work (its CPU use is printed) does not compete with the workload for a CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:
+        os.sched_setaffinity(0, {cpus[which]})
+
+
 def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -73,7 +83,7 @@ def cpu_seconds(pid):
 
 def traced_window(pygc, w, secs):
     tool = subprocess.Popen([pygc, "-j", "-p", str(w.proc.pid)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: pin(1))
     err = ""
     while "Hit Ctrl-C" not in err:
         line = tool.stderr.readline()
@@ -101,9 +111,10 @@ def main():
         w = Workload(cmd.split())
         time.sleep(1)
         print("   %s (%s)" % (name, cmd))
-        print("   %-6s %14s %14s %9s %9s %7s %10s" % ("round", "plain loops/cs", "traced loops/cs",
-                                                    "gen0/cs", "traced", "ratio", "pygc cpu"))
-        ratios = []
+        print("   %-6s %15s %15s %8s %8s %7s %12s %9s" % (
+            "round", "plain loops/cpu-s", "traced loops/cpu-s", "gen0/cpu-s", "traced", "ratio",
+            "us/collection", "pygc cpu"))
+        ratios, costs = [], []
         try:
             for r in range(1, rounds + 1):
                 if r % 2 == 0:
@@ -117,12 +128,16 @@ def main():
                 traced, traced_gc = w.rate(a, b)
                 ratio = traced / plain if plain else 0
                 ratios.append(ratio)
-                print("   %-6d %14.0f %14.0f %9.0f %9.0f %7.3f %9.1f%%" % (
-                    r, plain, traced, plain_gc, traced_gc, ratio, 100 * cpu))
+                # the added cost per collection, from the collection rates per CPU second
+                extra = (1 / traced_gc - 1 / plain_gc) * 1e6 if plain_gc and traced_gc else 0
+                costs.append(extra)
+                print("   %-6d %15.0f %15.0f %8.0f %8.0f %7.3f %12.1f %8.1f%%" % (
+                    r, plain, traced, plain_gc, traced_gc, ratio, extra, 100 * cpu))
         finally:
             w.stop()
-        print("   %s: median throughput ratio traced/plain = %.3f (%d rounds of %.0f s)" % (
-            name, statistics.median(ratios), rounds, secs))
+        print("   %s: median throughput ratio traced/plain = %.3f, median added cost %.1f us per "
+              "collection (%d rounds of %.0f s)" % (name, statistics.median(ratios),
+                                                    statistics.median(costs), rounds, secs))
 
 
 main()
