@@ -8,10 +8,16 @@
  *  - 3.13+ call the gc.callbacks inside the collector, so there the pause is taken
  *    from the return of the first invoke_gc_callback call ("start") to the entry of
  *    the second ("stop"), which is what the USDT probes bracket too.
- * Options: -DGEN (only that generation), -DMIN_NS, -DFILTER_PIDS; offsets -DOFF_* from BTF.
+ * Options: -DGEN (only that generation), -DMIN_NS, -DFILTER_PIDS, -DSTACK (walk the
+ * collecting thread's Python stack when the collection ends: the frames that
+ * triggered it, still on the chain); offsets -DOFF_* from BTF.
  */
 #include "pyebpf.bpf.h"
 #include "pygc.h"
+#ifdef STACK
+#include "python.bpf.h"
+BPF_PERCPU_ARRAY(scratch, struct pygc_stack_event, 1);
+#endif
 
 /* x86_64 struct pt_regs (uapi layout) as u64 words: no kernel header needed */
 #define REG_BP 4
@@ -66,8 +72,22 @@ static __always_inline int gc_finish(struct pt_regs *ctx, s64 collected, u32 sou
 {
 	u64 now = bpf_ktime_get_ns(), id = bpf_get_current_pid_tgid();
 	struct gc_pending *p = pending.lookup(&id);
-	struct pygc_event ev = {};
+	struct pygc_event *ev;
+#ifdef STACK
+	u32 zero = 0, tgid = id >> 32, depth, size;
+	struct pygc_stack_event *s = scratch.lookup(&zero);
+	struct pywalk_config *cfg;
+	u64 tstate = 0;
+	int st;
 
+	if (!s)
+		return 0;
+	ev = &s->ev;
+#else
+	struct pygc_event one = {};
+
+	ev = &one;
+#endif
 	if (!p) {
 #ifndef GEN
 		/* started before tracing did (with -g, filtered starts end up here too) */
@@ -75,25 +95,43 @@ static __always_inline int gc_finish(struct pt_regs *ctx, s64 collected, u32 sou
 #endif
 		return 0;
 	}
-	ev.start_ns = p->start_ns ? p->start_ns : p->entry_ns;
-	ev.end_ns = p->end_ns ? p->end_ns : now;
-	ev.generation = (s32)p->generation;
-	ev.source = p->start_ns && p->end_ns ? PYGC_SRC_CALLBACK : source;
+	ev->start_ns = p->start_ns ? p->start_ns : p->entry_ns;
+	ev->end_ns = p->end_ns ? p->end_ns : now;
+	ev->generation = (s32)p->generation;
+	ev->source = p->start_ns && p->end_ns ? PYGC_SRC_CALLBACK : source;
 	pending.delete(&id);
 #ifdef GEN
-	if (ev.generation != GEN)
+	if (ev->generation != GEN)
 		return 0;
 #endif
 #ifdef MIN_NS
-	if (ev.end_ns - ev.start_ns < MIN_NS)
+	if (ev->end_ns - ev->start_ns < MIN_NS)
 		return 0;
 #endif
-	ev.collected = collected;
-	ev.pid = id >> 32;
-	ev.tid = (u32)id;
-	current_ns_ids(&ev.nspid, &ev.nstid);
-	bpf_get_current_comm(&ev.comm, sizeof(ev.comm));
-	emit_event(ctx, &ev, sizeof(ev));
+	ev->collected = collected;
+	ev->pid = id >> 32;
+	ev->tid = (u32)id;
+	current_ns_ids(&ev->nspid, &ev->nstid);
+	bpf_get_current_comm(&ev->comm, sizeof(ev->comm));
+#ifdef STACK
+	s->depth = 0;
+	cfg = py_config.lookup(&tgid);
+	st = PYWALK_ERR_CONFIG;
+	if (cfg) {
+		st = py_find_tstate(cfg, (u32)id, &tstate);
+		if (!st)
+			st = py_walk_frames(cfg, tstate, s->frames, &s->depth);
+	}
+	s->status = st;
+	depth = s->depth;
+	/* only the frames filled in go out */
+	size = sizeof(*s) - sizeof(s->frames) + (depth & (PYWALK_DEPTH_LIMIT - 1)) * sizeof(s->frames[0]);
+	if (depth >= PYWALK_DEPTH_LIMIT || size > sizeof(*s))
+		size = sizeof(*s);
+	emit_event(ctx, s, size);
+#else
+	emit_event(ctx, ev, sizeof(*ev));
+#endif
 	return 0;
 }
 

@@ -2,6 +2,8 @@
 #ifndef PYEBPF_PYGC_H
 #define PYEBPF_PYGC_H
 
+#include "pywalk.h"
+
 /* Which hook measured a collection. */
 enum pygc_source {
 	PYGC_SRC_USDT = 1,     /* python:gc__start / gc__done */
@@ -25,6 +27,14 @@ struct pygc_event {
 	__u32 pid, tid;  /* host ids */
 	__u32 nspid, nstid; /* ids in the task's own PID namespace */
 	char comm[16];
+};
+
+/* --stack: the event and the Python stack of the collecting thread (python.bpf.h) */
+struct pygc_stack_event {
+	struct pygc_event ev;
+	__u32 status; /* enum pywalk_status */
+	__u32 depth;  /* frames[] entries, innermost first; only these are sent */
+	struct pywalk_frame frames[PYWALK_DEPTH_LIMIT];
 };
 
 #endif

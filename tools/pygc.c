@@ -6,7 +6,9 @@
  */
 #define _GNU_SOURCE
 #include <bcc/bcc_syms.h>
+#include <bcc/libbpf.h>
 #include <ctype.h>
+#include <stddef.h>
 #include <dirent.h>
 #include <glob.h>
 #include <linux/types.h>
@@ -26,6 +28,7 @@
 #include "pygc.h"
 #include "pyproc.h"
 #include "usdt.h"
+#include "utf8.h"
 
 extern const char pygc_bpf_text[];
 
@@ -35,15 +38,17 @@ static const struct tool_doc doc = {
 	.examples = "  pygc                  # every CPython process on the host\n"
 		    "  pygc -p 4242          # the collections of pid 4242\n"
 		    "  pygc -p 4242 -g 2     # only full (generation 2) collections\n"
-		    "  pygc --min-ms 10 -j   # pauses of 10 ms or more, JSON lines\n",
+		    "  pygc --min-ms 10 -j   # pauses of 10 ms or more, JSON lines\n"
+		    "  pygc -p 4242 --stack  # and the Python code that triggered each one\n",
 };
 
-enum { OPT_MIN_MS = OPT_TOOL_BASE, OPT_GEN = 'g' };
+enum { OPT_MIN_MS = OPT_TOOL_BASE, OPT_STACK, OPT_GEN = 'g' };
 
 static const struct opt options[] = {
 	OPT_ENTRY_PID,
 	{ OPT_MIN_MS, 0, "min-ms", "MS", "only pauses of at least MS milliseconds (fractions allowed)" },
 	{ OPT_GEN, 'g', "generation", "GEN", "only collections of generation GEN (0, 1 or 2)" },
+	{ OPT_STACK, 0, "stack", NULL, "add the Python stack of the code that triggered each collection" },
 	OPT_ENTRY_ENV,
 	OPT_ENTRY_DURATION,
 	OPT_ENTRY_JSON,
@@ -71,6 +76,7 @@ struct settings {
 	struct common_opts common;
 	double min_ms;
 	int generation; /* -1: all */
+	bool stack;
 };
 
 /* A traced process (-p), or one seen in an event (system-wide): its CPython view. */
@@ -97,6 +103,8 @@ struct run {
 	bool system_wide;
 	struct gen_stats gens[3];
 	unsigned long long events;
+	struct bpfprog *prog;
+	unsigned long long stack_errors; /* --stack: events whose stack could not be read */
 };
 
 static int handle_option(int id, const char *arg, void *ctx)
@@ -107,6 +115,9 @@ static int handle_option(int id, const char *arg, void *ctx)
 	switch (id) {
 	case OPT_MIN_MS:
 		return opts_parse_double("min-ms", arg, 0, 3600e3, &s->min_ms);
+	case OPT_STACK:
+		s->stack = true;
+		return 0;
 	case OPT_GEN:
 		if (opts_parse_ulong("generation", arg, 0, 2, &g))
 			return -1;
@@ -124,6 +135,9 @@ static int build_cflags(const struct settings *s, struct cflags *cf)
 	if (!b)
 		return -1;
 	r = pyebpf_bpf_cflags(b, cf, &s->common);
+	/* the walker finds the thread's PyThreadState by its fsbase (python.bpf.h) */
+	if (!r && s->stack)
+		r = kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
 	kbtf_close(b);
 	if (r)
 		return -1;
@@ -131,6 +145,8 @@ static int build_cflags(const struct settings *s, struct cflags *cf)
 		cflags_add(cf, "-DGEN=%d", s->generation);
 	if (s->min_ms > 0)
 		cflags_add(cf, "-DMIN_NS=%lluull", (unsigned long long)(s->min_ms * 1e6 + 0.5));
+	if (s->stack)
+		cflags_add(cf, "-DSTACK");
 	return 0;
 }
 
@@ -403,7 +419,7 @@ static int plan_installed(struct hooks *h, struct file_id *seen, int *nseen)
  * Without -p: every interpreter binary that runs now, each hooked once for all its
  * processes (uprobes by file), and the installed ones with USDT probes.
  */
-static int plan_system(struct hooks *h)
+static int plan_system(struct run *run, struct hooks *h)
 {
 	struct file_id seen[256];
 	int nseen = 0, planned = 0;
@@ -430,11 +446,15 @@ static int plan_system(struct hooks *h)
 		py = pyproc_open(pid, &err);
 		if (!py)
 			continue;
+		/* kept: thread names, and the stack walker's configuration */
+		if (run->ntargets < MAX_TARGETS)
+			run->targets[run->ntargets++] = (struct target){ pid, py, false };
 		if (stat(pyproc_module(py)->host_path, &st) == 0)
 			for (int i = 0; i < nseen; i++)
 				dup |= seen[i].dev == st.st_dev && seen[i].ino == st.st_ino;
 		if (dup || nseen == 256) {
-			pyproc_close(py);
+			if (run->ntargets == 0 || run->targets[run->ntargets - 1].py != py)
+				pyproc_close(py);
 			continue;
 		}
 		seen[nseen].dev = st.st_dev, seen[nseen++].ino = st.st_ino;
@@ -442,7 +462,6 @@ static int plan_system(struct hooks *h)
 		r = plan_binary(h, pyproc_module(py)->host_path, pyproc_version(py), -1, how,
 				sizeof(how));
 		if (r < 0) {
-			pyproc_close(py);
 			closedir(d);
 			return -1;
 		}
@@ -453,7 +472,8 @@ static int plan_system(struct hooks *h)
 			log_info("%s: %s (every process running it)", what, how);
 			planned++;
 		}
-		pyproc_close(py);
+		if (run->ntargets == 0 || run->targets[run->ntargets - 1].py != py)
+			pyproc_close(py);
 	}
 	closedir(d);
 	planned += plan_installed(h, seen, &nseen);
@@ -479,6 +499,20 @@ static int hooks_attach(const struct hooks *h, struct bpfprog *p)
 
 /* ---- events ---- */
 
+/* --stack: gives the walker in BPF the layout of t's interpreter. */
+static void configure_walker(struct run *run, struct target *t)
+{
+	struct pywalk_config cfg;
+	int fd;
+
+	if (!run->s->stack || !t->py || !run->prog)
+		return;
+	pyproc_walk_config(t->py, &cfg);
+	fd = bpfprog_table_fd(run->prog, "py_config");
+	if (fd < 0 || bpf_update_elem(fd, &t->pid, &cfg, BPF_ANY))
+		log_warn("cannot configure the stack walker for pid %d: its stacks are not shown", t->pid);
+}
+
 static struct target *target_of(struct run *run, pid_t pid)
 {
 	struct pyproc_error err;
@@ -488,8 +522,9 @@ static struct target *target_of(struct run *run, pid_t pid)
 			return &run->targets[i];
 	if (!run->system_wide || run->ntargets == MAX_TARGETS)
 		return NULL;
-	/* system-wide: opened on its first collection, for thread names */
+	/* system-wide: opened on its first collection, for thread names (and stacks, from its next one) */
 	run->targets[run->ntargets] = (struct target){ pid, pyproc_open(pid, &err), false };
+	configure_walker(run, &run->targets[run->ntargets]);
 	return &run->targets[run->ntargets++];
 }
 
@@ -519,16 +554,64 @@ static void stats_add(struct gen_stats *g, double ms)
 	g->total += ms;
 }
 
+/*
+ * --stack: the frames as "func (file:line)", outermost first like a Python traceback
+ * (most recent call last). A stack that could not be read completely says so in its
+ * first entry ("[truncated]", "[unknown: ...]"), never silently.
+ */
+static json_t *stack_json(struct run *run, struct target *t, const struct pygc_stack_event *s,
+			  int size)
+{
+	static const char *const why[] = {
+		[PYWALK_NO_THREAD] = "[unknown: no Python thread state]",
+		[PYWALK_ERR_CONFIG] = "[unknown: process not configured yet]",
+		[PYWALK_ERR_THREADS] = "[unknown: thread list unreadable]",
+		[PYWALK_ERR_FRAME] = "[unknown: frame unreadable]",
+		[PYWALK_ERR_CODE] = "[unknown: code object unreadable]",
+	};
+	json_t *a = json_array();
+	int depth = (int)s->depth;
+	char frame[1024], clean[3 * sizeof(frame)];
+
+	if (depth > PYWALK_DEPTH_LIMIT ||
+	    size < (int)(offsetof(struct pygc_stack_event, frames) + (size_t)depth * sizeof(s->frames[0])))
+		depth = 0;
+	if (s->status == PYWALK_TRUNCATED)
+		json_array_append_new(a, json_string("[truncated]"));
+	else if (s->status != PYWALK_COMPLETE && s->status < sizeof(why) / sizeof(why[0]) && why[s->status])
+		json_array_append_new(a, json_string(why[s->status]));
+	if (s->status != PYWALK_COMPLETE)
+		run->stack_errors++;
+	for (int i = depth - 1; i >= 0; i--) {
+		struct pycode_loc loc;
+
+		if (!t || !t->py ||
+		    pyproc_code_location(t->py, s->frames[i].code, s->frames[i].instr,
+					 s->frames[i].firstlineno, &loc))
+			snprintf(frame, sizeof(frame), "[unknown]");
+		else if (loc.file[0])
+			snprintf(frame, sizeof(frame), "%s (%s:%d)", loc.func, loc.file, loc.line);
+		else
+			snprintf(frame, sizeof(frame), "%s", loc.func);
+		utf8_repair(frame, sizeof(frame), clean, sizeof(clean));
+		json_array_append_new(a, json_string(clean));
+	}
+	return a;
+}
+
 static void on_event(void *ctx, void *data, int size)
 {
 	struct run *run = ctx;
 	const struct pygc_event *ev = data;
 	char start[40], end[40], name[PYTHREAD_NAME_MAX] = "";
+	json_t *stack = NULL;
 	struct target *t;
 	double ms;
 	json_t *o;
 
 	if (size < (int)sizeof(*ev))
+		return;
+	if (run->s->stack && size < (int)offsetof(struct pygc_stack_event, frames))
 		return;
 	ms = (double)(ev->end_ns - ev->start_ns) / 1e6;
 	t = target_of(run, (pid_t)ev->pid);
@@ -555,7 +638,21 @@ static void on_event(void *ctx, void *data, int size)
 	json_object_set_new(o, "collected", ev->collected >= 0 ? json_integer(ev->collected) : json_null());
 	json_set_str(o, "hook", hook_name(ev->source));
 	json_set_str(o, "time", end);
+	if (run->s->stack) {
+		stack = stack_json(run, t, data, size);
+		if (run->s->common.json)
+			json_object_set(o, "stack", stack);
+	}
 	out_event(run->out, o);
+	if (stack && !run->s->common.json) {
+		/* columns: the frames under the event, indented, outermost first */
+		size_t i;
+		json_t *f;
+		json_array_foreach(stack, i, f)
+			printf("    %s\n", json_string_value(f));
+		fflush(stdout);
+	}
+	json_decref(stack);
 	run->events++;
 	if (ev->generation >= 0 && ev->generation <= 2)
 		stats_add(&run->gens[ev->generation], ms);
@@ -623,6 +720,8 @@ static void print_summary(struct run *run, struct bpfprog *prog)
 	json_set_int(o, "map_full", (json_int_t)bpfprog_table_sum_u64(prog, "counters", PYGC_CNT_MAP_FULL));
 	json_set_int(o, "started_before_tracing",
 		     (json_int_t)bpfprog_table_sum_u64(prog, "counters", PYGC_CNT_NO_START));
+	if (run->s->stack)
+		json_set_int(o, "stacks_incomplete", (json_int_t)run->stack_errors);
 	out_summary(run->out, "summary", o);
 }
 
@@ -656,7 +755,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 
 	run->system_wide = s.common.npids == 0;
-	if (run->system_wide ? plan_system(&hooks) : plan_pids(run, &hooks))
+	if (run->system_wide ? plan_system(run, &hooks) : plan_pids(run, &hooks))
 		goto cleanup;
 	text = usdt_text(hooks.usdt, pygc_bpf_text);
 	if (!text)
@@ -670,6 +769,9 @@ int main(int argc, char **argv)
 	prog = bpfprog_compile(text, &cf, s.common.kernel_headers);
 	if (!prog || pyebpf_bpf_set_pids(prog, &s.common))
 		goto cleanup;
+	run->prog = prog;
+	for (int i = 0; i < run->ntargets; i++)
+		configure_walker(run, &run->targets[i]);
 	run->out = out_open(s.common.json, s.common.env, columns);
 	if (!run->out || bpfprog_open_perf_buffer(prog, "events", on_event, run, 64))
 		goto cleanup;

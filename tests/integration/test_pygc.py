@@ -329,3 +329,30 @@ def test_target_exiting_mid_run(run_tool, pythons):
     # every collection the callbacks saw, plus interpreter shutdown's (which run none)
     assert len(gens) > seen >= 7
     assert_nothing_left(progs)
+
+
+@pytest.mark.parametrize("name", ["debian-3.11", "pyenv-3.8", "pyenv-3.13", "sid-3.14"])
+def test_stack_names_the_code_that_collected(run_tool, pythons, name):
+    """--stack: the innermost frame of each explicit collection is gc.collect's caller."""
+    cmd = python_cmd(pythons, name)
+    target = subprocess.Popen(cmd + [os.path.join(TARGETS, "gc_stack.py")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        tool = run_tool("pygc", "-p", str(target.pid), "--stack", "-g", "1")
+        target.stdin.write("go\n")
+        target.stdin.flush()
+        _, path, line = target.stdout.readline().split()
+        time.sleep(0.3)
+        tool.stop()
+    finally:
+        target.kill()
+        target.wait()
+    assert tool.returncode == 0, tool.stderr
+    evs = [e for e in tool.events("gc_pause") if e["thread_name"] == "gc-caller"]
+    assert len(evs) == 5, tool.stdout
+    for e in evs:
+        assert e["stack"][-1] == "collect_here (%s:%s)" % (path, line), e["stack"]
+        assert e["stack"][-2].startswith("caller (%s:" % path), e["stack"]
+        assert not e["stack"][0].startswith("[")  # complete: the thread's first frame
+    assert_fields_documented("pygc", tool.events("gc_pause"), optional=("env", "stack"))
