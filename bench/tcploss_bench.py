@@ -64,6 +64,7 @@ def bpf_ns(pid):
         misses[int(prog)] = int(info.get("recursion_misses", "0"))
     progs = json.loads(sh(["bpftool", "-j", "prog", "show"]) or "[]")
     by_name = {p["name"]: p.get("run_cnt", 0) for p in progs if p["id"] in seen}
+    by_name.update({p["name"] + ":ns": p.get("run_time_ns", 0) for p in progs if p["id"] in seen})
     missed = {p["name"]: misses[p["id"]] for p in progs if p["id"] in seen}
     return ns, cnt, by_name, missed
 
@@ -175,7 +176,14 @@ def main():
     seen_b = sum(1 for l in lines_b if (" %s:" % cip) in l and (":%d " % PORT) in l)
     # every hit of the tracepoint while the storm ran, host-wide (other traffic included)
     fired_a = bpf1[0][2].get("tracepoint__tcp__tcp_retransmit_skb", 0) - bpf0[0][2].get("tracepoint__tcp__tcp_retransmit_skb", 0)
-    fired_b = sum(bpf1[1][2].values()) - sum(bpf0[1][2].values())
+    fired_b = sum(v for k, v in bpf1[1][2].items() if not k.endswith(":ns")) - \
+        sum(v for k, v in bpf0[1][2].items() if not k.endswith(":ns"))
+
+    def per_prog(i):
+        """{program: (runs, ns)} during the storm."""
+        b0, b1 = bpf0[i][2], bpf1[i][2]
+        return {k: (b1[k] - b0.get(k, 0), b1[k + ":ns"] - b0.get(k + ":ns", 0))
+                for k in b1 if not k.endswith(":ns")}
     # runs the kernel skipped because another BPF program was running on that CPU
     miss_a = bpf1[0][3].get("tracepoint__tcp__tcp_retransmit_skb", 0) - bpf0[0][3].get("tracepoint__tcp__tcp_retransmit_skb", 0)
     miss_b = sum(bpf1[1][3].values()) - sum(bpf0[1][3].values())
@@ -202,6 +210,12 @@ def main():
     print("   %-22s %12.3f %12.3f" % ("BPF CPU s", bpf[0], bpf[1]))
     print("   %-22s %12d %12d" % ("BPF runs", runs[0], runs[1]))
     print("   %-22s %12.0f %12.0f" % ("BPF ns per run", bpf[0] * 1e9 / max(runs[0], 1), bpf[1] * 1e9 / max(runs[1], 1)))
+    for name, (n, t) in sorted(per_prog(0).items(), key=lambda kv: -kv[1][1]):
+        if n:
+            print("   tcploss   %-38s %8d runs %8.3f s %6.0f ns/run" % (name, n, t / 1e9, t / n))
+    for name, (n, t) in sorted(per_prog(1).items(), key=lambda kv: -kv[1][1]):
+        if n:
+            print("   tcpretrans %-37s %8d runs %8.3f s %6.0f ns/run" % (name, n, t / 1e9, t / n))
     print("   ratios tcploss/tcpretrans: process CPU %.2f, BPF CPU %.2f, total CPU %.2f" % (
         cpu[0] / max(cpu[1], 1e-9), bpf[0] / max(bpf[1], 1e-9), (cpu[0] + bpf[0]) / max(cpu[1] + bpf[1], 1e-9)))
     print("   accuracy: tcploss segments %d vs TcpRetransSegs %d (%s); tcpretrans counts skbs: %d (%+.1f%%)" % (

@@ -38,6 +38,7 @@ struct owner {
 BPF_TABLE("lru_hash", u64, struct owner, owners, 65536);   /* by sock address */
 BPF_TABLE("lru_hash", u64, u8, ca_states, 65536);          /* last congestion state seen */
 BPF_HASH(zero_windows, u64, u64, 16384);                    /* open episodes: start time */
+BPF_ARRAY(zero_windows_open, u64, 1); /* how many: lets tcp_probe skip the lookup when none */
 BPF_ARRAY(counters, u64, TCPLOSS_CNT_MAX);
 
 static __always_inline void count_add(u32 which, u64 n)
@@ -307,13 +308,18 @@ TRACEPOINT_PROBE(tcp, tcp_receive_reset)
 
 static __always_inline void zero_window_ended(void *ctx, u64 sk, const struct sock_addrs *a)
 {
-	u64 *start = zero_windows.lookup(&sk), began;
+	u64 *start = zero_windows.lookup(&sk), began, *open;
 	struct tcploss_event ev = {};
+	u32 zero = 0;
 
 	if (!start)
 		return;
 	began = *start;
-	zero_windows.delete(&sk);
+	if (zero_windows.delete(&sk))
+		return; /* another CPU ended it first */
+	open = zero_windows_open.lookup(&zero);
+	if (open)
+		__sync_fetch_and_add(open, -1);
 	if (!event_init(&ev, TCPLOSS_ZERO_WINDOW_END, sk, a))
 		return;
 	ev.duration_ns = ev.ts_ns - began;
@@ -342,7 +348,10 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 	if ((hdr[13] & 0x16) != 0x10)
 		return 0;
 	if (hdr[14] | hdr[15]) {
-		if (!zero_windows.lookup(&sk))
+		u32 zero = 0;
+		u64 *open = zero_windows_open.lookup(&zero);
+		/* the common case: an open window and no episode anywhere */
+		if ((open && !*open) || !zero_windows.lookup(&sk))
 			return 0;
 		bpf_probe_read_kernel(src, sizeof(src), args->saddr);
 		bpf_probe_read_kernel(dst, sizeof(dst), args->daddr);
@@ -359,8 +368,15 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 		return 0;
 	now = ev.ts_ns;
 	if (zero_windows.insert(&sk, &now)) {
-		count_add(TCPLOSS_CNT_MAP_FULL, 1);
+		if (!zero_windows.lookup(&sk)) /* else another CPU started it first */
+			count_add(TCPLOSS_CNT_MAP_FULL, 1);
 		return 0;
+	}
+	{
+		u32 zero = 0;
+		u64 *open = zero_windows_open.lookup(&zero);
+		if (open)
+			__sync_fetch_and_add(open, 1);
 	}
 	read_ctx(&ev, sk);
 	ev.snd_wnd = 0; /* what this ACK advertises; tcp_sock still has the old window */

@@ -322,6 +322,12 @@ static void on_lost(void *ctx, uint64_t lost)
 int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
 			     int pages)
 {
+	return bpfprog_open_perf_buffer_batched(p, table, cb, ctx, pages, 1);
+}
+
+int bpfprog_open_perf_buffer_batched(struct bpfprog *p, const char *table, bpfprog_event_cb cb,
+				     void *ctx, int pages, int wakeup_events)
+{
 	int map = bpf_table_fd(p->mod, table), cpus[MAX_CPUS], n = cpus_online(cpus, MAX_CPUS);
 	struct perf_buffer *b;
 
@@ -335,7 +341,9 @@ int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event
 	b->cb = cb, b->ctx = ctx;
 	p->bufs[p->nbufs++] = b;
 	for (int i = 0; i < n; i++) {
-		struct perf_reader *r = bpf_open_perf_buffer(on_raw, on_lost, b, -1, cpus[i], pages);
+		struct bcc_perf_buffer_opts opts = { .pid = -1, .cpu = cpus[i],
+						     .wakeup_events = wakeup_events };
+		struct perf_reader *r = bpf_open_perf_buffer_opts(on_raw, on_lost, b, pages, &opts);
 		int fd;
 
 		if (!r) {
