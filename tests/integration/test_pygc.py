@@ -356,3 +356,29 @@ def test_stack_names_the_code_that_collected(run_tool, pythons, name):
         assert e["stack"][-2].startswith("caller (%s:" % path), e["stack"]
         assert not e["stack"][0].startswith("[")  # complete: the thread's first frame
     assert_fields_documented("pygc", tool.events("gc_pause"), optional=("env", "stack"))
+
+
+def test_system_wide_includes_processes_started_later(run_tool, pythons):
+    """Without -p: a pyenv interpreter running at start (uprobes on its libpython, for
+    every process) and Debian's python3.11 started after pygc is ready (its USDT
+    semaphores raised by the kernel in the new process) are both traced exactly."""
+    early_cmd, late_cmd = python_cmd(pythons, "pyenv-3.12"), python_cmd(pythons, "debian-3.11")
+    t_pin, p_pin = pinning()
+    early = Workload(early_cmd, prefix=t_pin)
+    late = None
+    try:
+        tool = start_pygc(run_tool, p_pin)
+        banner = tool._early_stderr.decode()
+        assert "/usr/bin/python3.11: USDT python:gc__start/gc__done" in banner, banner
+        late = Workload(late_cmd, prefix=t_pin)
+        results = [(early, early.go()), (late, late.go())]
+        time.sleep(0.3)
+        tool.stop()
+        assert tool.returncode == 0, tool.stderr
+        for w, (recs, stats) in results:
+            evs = [e for e in tool.events("gc_pause") if e["pid"] == w.pid]
+            check_against_callbacks(evs, recs, stats)
+    finally:
+        early.finish()
+        if late:
+            late.finish()
