@@ -190,13 +190,14 @@ def main():
     lost_b = sum(int(m) for m in re.findall(r"Possibly lost (\d+) samples", open(out_b).read() +
                                              open(err_b).read()))
     truth = r1 - r0
-    rate = truth / wall
+    rate = truth / seconds  # the senders run for exactly SECONDS once connected
     cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
     bpf = ((bpf1[0][0] - bpf0[0][0]) / 1e9, (bpf1[1][0] - bpf0[1][0]) / 1e9)
     runs = (bpf1[0][1] - bpf0[0][1], bpf1[1][1] - bpf0[1][1])
 
     print("   storm: %d flows, %d%% of data segments dropped by nft (%d drops), %.1f s" % (flows, loss, drops, wall))
-    print("   truth: TcpRetransSegs %d in the client netns = %.0f retransmitted segments/s" % (truth, rate))
+    print("   truth: TcpRetransSegs %d in the client netns = %.0f retransmitted segments/s over the %.0f s of sending" % (
+        truth, rate, seconds))
     print("   %-22s %12s %12s" % ("", "tcploss", "tcpretrans"))
     print("   %-22s %12d %12d" % ("events on the flows", seen_a, seen_b))
     print("   %-22s %12d %12s" % ("  segments in them", segs_a, "-"))
@@ -207,6 +208,7 @@ def main():
     print("   %-22s %12s %12s" % ("  printed+lost+failed", "%d" % (all_a + lost_a + failed_a), "%d" % (len(lines_b) + lost_b)))
     print("   %-22s %12d %12d" % ("runs skipped (nested)", miss_a, miss_b))
     print("   %-22s %12.2f %12.2f" % ("process CPU s", cpu[0], cpu[1]))
+    print("   %-22s %12.1f %12.1f" % ("  us per printed event", cpu[0] * 1e6 / max(all_a, 1), cpu[1] * 1e6 / max(len(lines_b), 1)))
     print("   %-22s %12.3f %12.3f" % ("BPF CPU s", bpf[0], bpf[1]))
     print("   %-22s %12d %12d" % ("BPF runs", runs[0], runs[1]))
     print("   %-22s %12.0f %12.0f" % ("BPF ns per run", bpf[0] * 1e9 / max(runs[0], 1), bpf[1] * 1e9 / max(runs[1], 1)))
