@@ -32,20 +32,25 @@ def pytest_collection_modifyitems(config, items):
 
 
 class Tool:
-    """A tool running in the background; stop() ends it like Ctrl-C and parses its output."""
+    """A tool running in the background; stop() ends it like Ctrl-C and parses its output.
+
+    stdout goes to a file while the tool runs: thousands of lines would fill a pipe
+    read only at stop(), block the tool and make it lose events.
+    """
 
     def __init__(self, name, args, json_mode=True, env=None, prefix=()):
+        import tempfile
         self.name = name
         # prefix: a command that execs the tool ("$0" "$@"), e.g. in another namespace
         cmd = list(prefix) + [tool_path(name)] + (["-j"] if json_mode else []) + list(args)
         self.cmd = cmd
         self.json_mode = json_mode
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env)
+        self.spool = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdout=self.spool, stderr=subprocess.PIPE, env=env)
         self.stdout = self.stderr = None
         self.returncode = None
 
-    def wait_ready(self, timeout=60):
+    def wait_ready(self, timeout=300):
         """Waits for the 'Hit Ctrl-C to end.' banner on stderr (compile + attach done)."""
         deadline = time.time() + timeout
         buf = b""
@@ -72,13 +77,15 @@ class Tool:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            _, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, err = self.proc.communicate()
+            self.proc.communicate()
             raise AssertionError("%s did not stop after %s" % (self.name, sig))
         self.returncode = self.proc.returncode
-        self.stdout = out.decode()
+        self.spool.seek(0)
+        self.stdout = self.spool.read().decode()
+        self.spool.close()
         self.stderr = getattr(self, "_early_stderr", b"").decode() + err.decode()
         return self
 

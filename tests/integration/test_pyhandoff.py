@@ -8,62 +8,14 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import TARGETS, Tool, assert_fields_documented, run, tool_path
+from conftest import TARGETS, assert_fields_documented, run
 
 PY = "/usr/bin/python3"
 TOOL = "pyhandoff"
-
-
-class SpoolTool(Tool):
-    """A Tool whose stdout goes to a file while it runs: thousands of JSON lines would
-    fill a pipe that is read only at stop(), block the tool and make it lose events."""
-
-    def __init__(self, name, args, spool):
-        self.name = name
-        self.cmd = [tool_path(name), "-j"] + list(args)
-        self.json_mode = True
-        self.spool = open(spool, "w+")
-        self.proc = subprocess.Popen(self.cmd, stdout=self.spool, stderr=subprocess.PIPE)
-        self.stdout = self.stderr = None
-        self.returncode = None
-
-    def stop(self, sig=signal.SIGINT, timeout=60):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            _, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
-            raise AssertionError("%s did not stop after %s" % (self.name, sig))
-        self.returncode = self.proc.returncode
-        self.spool.seek(0)
-        self.stdout = self.spool.read()
-        self.spool.close()
-        self.stderr = getattr(self, "_early_stderr", b"").decode() + err.decode()
-        return self
-
-
-@pytest.fixture
-def spool_tool(tmp_path):
-    started = []
-
-    def start(*args):
-        t = SpoolTool(TOOL, args, tmp_path / ("tool%d.out" % len(started)))
-        started.append(t)
-        t.wait_ready()
-        return t
-
-    yield start
-    for t in started:
-        if t.proc.poll() is None:
-            t.proc.kill()
-            t.proc.wait()
 
 
 def have_gunicorn():
@@ -184,10 +136,10 @@ def proc_summary(events, pid):
     return s[0]
 
 
-def test_gthread_keepalive_count_matches_access_log(spool_tool, servers, tmp_path):
+def test_gthread_keepalive_count_matches_access_log(run_tool, servers, tmp_path):
     srv, log = gunicorn(servers, tmp_path, threads=4)
     worker = children_of(srv.pid)[0]
-    tool = spool_tool("-p", str(srv.pid), "--children", "-e", "t1")
+    tool = run_tool(TOOL, "-p", str(srv.pid), "--children", "-e", "t1")
     out = wrk(srv.port, 4, conns=8)
     time.sleep(1.5)  # the last responses are logged, the last reads done
     worker_tids = tids_of(worker)
@@ -396,11 +348,11 @@ def test_pid_that_is_not_a_server(run_tool):
     assert r.returncode == 2
 
 
-def test_workers_restarting_mid_run_are_followed(spool_tool, servers, tmp_path):
+def test_workers_restarting_mid_run_are_followed(run_tool, servers, tmp_path):
     srv, log = gunicorn(servers, tmp_path, threads=4,
                         extra=["--max-requests", "400", "--max-requests-jitter", "0"])
     first = children_of(srv.pid)[0]
-    tool = spool_tool("-p", str(srv.pid), "--children")
+    tool = run_tool(TOOL, "-p", str(srv.pid), "--children")
     wrk(srv.port, 6, conns=4)
     time.sleep(1.5)
     tool.stop()
