@@ -241,7 +241,9 @@ int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider
 {
 	void *ctx = bcc_usdt_new_frompath(binary);
 	struct bcc_usdt info;
-	int rc = -1;
+	/* on failure, what this call added is taken back: the text must stay compilable */
+	size_t textlen = u->textlen;
+	int nsites = u->nsites, rc = -1;
 
 	if (!ctx) {
 		log_error("cannot read the USDT notes of %s", binary);
@@ -302,6 +304,16 @@ int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider
 	u->seq++;
 	rc = 0;
 out:
+	if (rc) {
+		if (u->text)
+			u->text[textlen] = 0;
+		u->textlen = textlen;
+		while (u->nsites > nsites) {
+			u->nsites--;
+			free(u->sites[u->nsites].binary);
+			free(u->sites[u->nsites].fn);
+		}
+	}
 	bcc_usdt_close(ctx);
 	return rc;
 }
