@@ -90,18 +90,25 @@ struct sock_addrs {
 	u8 saddr[16], daddr[16];
 };
 
-/* The tracepoints that pack an address as a 28-byte sockaddr_in/sockaddr_in6. */
+/*
+ * The tracepoints that pack an address as a 28-byte sockaddr_in/sockaddr_in6: read
+ * the parts straight from the record (copies of both would cost 56 bytes of stack).
+ */
 static __always_inline void addrs_from_sockaddr(struct sock_addrs *a, const u8 *src, const u8 *dst)
 {
-	a->family = src[0] | (u16)src[1] << 8;
-	a->sport = (u16)src[2] << 8 | src[3];
-	a->dport = (u16)dst[2] << 8 | dst[3];
+	u8 port[2];
+
+	bpf_probe_read_kernel(&a->family, 2, src);
+	bpf_probe_read_kernel(port, 2, src + 2);
+	a->sport = (u16)port[0] << 8 | port[1];
+	bpf_probe_read_kernel(port, 2, dst + 2);
+	a->dport = (u16)port[0] << 8 | port[1];
 	if (a->family == AF_INET6) {
-		__builtin_memcpy(a->saddr, src + 8, 16);
-		__builtin_memcpy(a->daddr, dst + 8, 16);
+		bpf_probe_read_kernel(a->saddr, 16, src + 8);
+		bpf_probe_read_kernel(a->daddr, 16, dst + 8);
 	} else {
-		__builtin_memcpy(a->saddr, src + 4, 4);
-		__builtin_memcpy(a->daddr, dst + 4, 4);
+		bpf_probe_read_kernel(a->saddr, 4, src + 4);
+		bpf_probe_read_kernel(a->daddr, 4, dst + 4);
 	}
 }
 
@@ -273,12 +280,9 @@ TRACEPOINT_PROBE(tcp, tcp_send_reset)
 	u64 sk = (u64)args->skaddr; /* NULL when no socket matched (a closed port) */
 	struct tcploss_event ev = {};
 	struct sock_addrs a = {};
-	u8 src[28], dst[28];
 
 	/* without a socket saddr is still the RST's sender: the tracepoint swaps the skb's */
-	bpf_probe_read_kernel(src, sizeof(src), args->saddr);
-	bpf_probe_read_kernel(dst, sizeof(dst), args->daddr);
-	addrs_from_sockaddr(&a, src, dst);
+	addrs_from_sockaddr(&a, (const u8 *)args->saddr, (const u8 *)args->daddr);
 	if (!event_init(&ev, TCPLOSS_RESET_SENT, sk, &a))
 		return 0;
 #ifdef HAVE_RST_REASON
@@ -306,10 +310,11 @@ TRACEPOINT_PROBE(tcp, tcp_receive_reset)
 	return 0;
 }
 
-static __always_inline void zero_window_ended(void *ctx, u64 sk, const struct sock_addrs *a)
+/* ev: the caller's (zeroed) record: one per program keeps under the 512-byte stack. */
+static __always_inline void zero_window_ended(void *ctx, u64 sk, const struct sock_addrs *a,
+					      struct tcploss_event *ev)
 {
 	u64 *start = zero_windows.lookup(&sk), began, *open;
-	struct tcploss_event ev = {};
 	u32 zero = 0;
 
 	if (!start)
@@ -320,12 +325,12 @@ static __always_inline void zero_window_ended(void *ctx, u64 sk, const struct so
 	open = zero_windows_open.lookup(&zero);
 	if (open)
 		__sync_fetch_and_add(open, -1);
-	if (!event_init(&ev, TCPLOSS_ZERO_WINDOW_END, sk, a))
+	if (!event_init(ev, TCPLOSS_ZERO_WINDOW_END, sk, a))
 		return;
-	ev.duration_ns = ev.ts_ns - began;
-	read_ctx(&ev, sk);
-	conn_count(&ev);
-	emit_event(ctx, &ev, sizeof(ev));
+	ev->duration_ns = ev->ts_ns - began;
+	read_ctx(ev, sk);
+	conn_count(ev);
+	emit_event(ctx, ev, sizeof(*ev));
 }
 
 /*
@@ -340,7 +345,7 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 	const u8 *th = (const u8 *)read_u64(skb + OFF_SK_BUFF_DATA);
 	struct tcploss_event ev = {};
 	struct sock_addrs a = {};
-	u8 src[28], dst[28], hdr[16];
+	u8 hdr[16];
 
 	if (!th || bpf_probe_read_kernel(hdr, sizeof(hdr), th))
 		return 0;
@@ -353,17 +358,13 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 		/* the common case: an open window and no episode anywhere */
 		if ((open && !*open) || !zero_windows.lookup(&sk))
 			return 0;
-		bpf_probe_read_kernel(src, sizeof(src), args->saddr);
-		bpf_probe_read_kernel(dst, sizeof(dst), args->daddr);
-		addrs_from_sockaddr(&a, src, dst);
-		zero_window_ended(args, sk, &a);
+		addrs_from_sockaddr(&a, (const u8 *)args->saddr, (const u8 *)args->daddr);
+		zero_window_ended(args, sk, &a, &ev);
 		return 0;
 	}
 	if (zero_windows.lookup(&sk))
 		return 0;
-	bpf_probe_read_kernel(src, sizeof(src), args->saddr);
-	bpf_probe_read_kernel(dst, sizeof(dst), args->daddr);
-	addrs_from_sockaddr(&a, src, dst);
+	addrs_from_sockaddr(&a, (const u8 *)args->saddr, (const u8 *)args->daddr);
 	if (!event_init(&ev, TCPLOSS_ZERO_WINDOW, sk, &a))
 		return 0;
 	now = ev.ts_ns;
@@ -389,11 +390,12 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 TRACEPOINT_PROBE(tcp, tcp_destroy_sock)
 {
 	u64 sk = (u64)args->skaddr;
+	struct tcploss_event ev = {};
 	struct sock_addrs a = {};
 
 	if (zero_windows.lookup(&sk)) {
 		ADDRS_FROM_ARGS(a, args);
-		zero_window_ended(args, sk, &a);
+		zero_window_ended(args, sk, &a, &ev);
 	}
 	owners.delete(&sk);
 	ca_states.delete(&sk);
