@@ -201,7 +201,7 @@ def main():
     print("   %-22s %12s %12s" % ("", "tcploss", "tcpretrans"))
     print("   %-22s %12d %12d" % ("events on the flows", seen_a, seen_b))
     print("   %-22s %12d %12s" % ("  segments in them", segs_a, "-"))
-    print("   %-22s %12d %12s" % ("  failed (err != 0)", failed_a, "(included)"))
+    print("   %-22s %12d %12s" % ("  failed (err < 0)", failed_a, "(included)"))
     print("   %-22s %12d %12d" % ("events lost (reported)", lost_a, lost_b))
     print("   %-22s %12d %12d" % ("tracepoint hits (all)", fired_a, fired_b))
     print("   %-22s %12d %12d" % ("  printed (all)", all_a, len(lines_b)))

@@ -237,8 +237,12 @@ TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)
 	/* tcp_skb_pcount(): TCP_SKB_CB(skb)->tcp_gso_segs, in skb->cb */
 	bpf_probe_read_kernel(&segs, sizeof(segs), skb + OFF_SK_BUFF_CB + OFF_TCP_SKB_CB_GSO_SEGS);
 #ifdef HAVE_RETRANS_ERR
-	/* since 6.13 the tracepoint also fires for attempts that were not sent */
-	if (args->err) {
+	/*
+	 * Since 6.13 the tracepoint also fires for attempts that were given up (err < 0,
+	 * mostly before the kernel counts anything). err > 0 is NET_XMIT_DROP from the local
+	 * device after the kernel counted the segments in TcpRetransSegs: a retransmission.
+	 */
+	if (args->err < 0) {
 		count_add(TCPLOSS_CNT_RETRANS_FAILED, 1);
 		count_add(TCPLOSS_CNT_RETRANS_FAILED_SEGS, segs);
 		return 0;

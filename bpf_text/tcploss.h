@@ -3,7 +3,7 @@
 #define PYEBPF_TCPLOSS_H
 
 enum tcploss_kind {
-	TCPLOSS_RETRANSMIT = 1,     /* tcp:tcp_retransmit_skb that went out (err == 0) */
+	TCPLOSS_RETRANSMIT = 1,     /* tcp:tcp_retransmit_skb the kernel counted (err >= 0) */
 	TCPLOSS_LOSS = 2,           /* tcp:tcp_cong_state_set entering TCP_CA_Loss (an RTO) */
 	TCPLOSS_RESET_SENT = 3,     /* tcp:tcp_send_reset */
 	TCPLOSS_RESET_RECEIVED = 4, /* tcp:tcp_receive_reset */
@@ -14,7 +14,7 @@ enum tcploss_kind {
 
 /* Indexes into the "counters" array: what the events alone do not show. */
 enum tcploss_counter {
-	TCPLOSS_CNT_RETRANS_FAILED = 0,      /* retransmit attempts the kernel gave up on (err != 0) */
+	TCPLOSS_CNT_RETRANS_FAILED = 0,      /* retransmit attempts the kernel gave up on (err < 0) */
 	TCPLOSS_CNT_RETRANS_FAILED_SEGS = 1, /* their segments: not in TcpRetransSegs when err came early */
 	TCPLOSS_CNT_MAP_FULL = 2,            /* a tracking map was full: an episode was not followed */
 	TCPLOSS_CNT_MAX = 3,
