@@ -5,8 +5,8 @@
 set -eu
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-rounds=${PYGC_BENCH_ROUNDS:-5}
-secs=${PYGC_BENCH_SECONDS:-3}
+rounds=${PYGC_BENCH_ROUNDS:-8}
+secs=${PYGC_BENCH_SECONDS:-2}
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 pyenv312=$(ls -d "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1)
 exec /usr/bin/python3 "$here/pygc_bench.py" "$build/pygc" "$rounds" "$secs" \

@@ -103,6 +103,9 @@ def traced_window(pygc, w, secs):
 
 def main():
     pygc, rounds, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    # on a shared machine the others' load moves both columns: say how loaded it was
+    print("   load average %.1f on %d CPUs (noise grows with it; compare the medians)" % (
+        os.getloadavg()[0], os.cpu_count()))
     for spec in sys.argv[4:]:
         name, _, cmd = spec.partition("=")
         if not os.path.exists(cmd.split()[0]):
