@@ -149,7 +149,15 @@ static __always_inline int usdt_gc_done(struct pt_regs *ctx, const s64 *args)
 /* The collector function: generation in rdi (3.8) or rsi (3.9+) */
 int collector_entry_rdi(struct pt_regs *ctx)
 {
-	return gc_begin((s32)reg(ctx, REG_DI));
+	s64 generation = (s32)reg(ctx, REG_DI);
+
+	/*
+	 * 3.8 only. A compiler clone pygc does not know may have lost the generation
+	 * argument (then rdi is a pointer): the one constant caller is the full collection.
+	 */
+	if (generation < 0 || generation > 2)
+		generation = 2;
+	return gc_begin(generation);
 }
 
 int collector_entry_rsi(struct pt_regs *ctx)
