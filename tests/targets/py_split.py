@@ -1,6 +1,8 @@
 """pystack target: a() and b() call the same work() with 70k and 30k iterations, so
 about 70% of the CPU goes to a() and 30% to b(). The target measures its own split
 with time.thread_time() and prints it as JSON when it ends (SIGTERM): the ground truth.
+SIGUSR1 restarts the measurement, so that it can cover the same window as a profiler
+(the split drifts by a few points with the machine's load).
 
 usage: py_split.py   (prints "ready", then runs until SIGTERM)
 """
@@ -32,7 +34,12 @@ def stop(signum, frame):
     sys.exit(0)
 
 
+def restart(signum, frame):
+    spent["a"] = spent["b"] = 0.0
+
+
 signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGUSR1, restart)
 print("ready", flush=True)
 clock = time.thread_time
 while True:
