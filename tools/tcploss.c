@@ -310,7 +310,8 @@ static void print_connections(struct bpfprog *p, struct run *run, bool json)
 		if (bpf_lookup_elem(fd, &key, &rows[n].c) == 0)
 			rows[n++].k = key;
 	}
-	qsort(rows, n, sizeof(*rows), by_trouble);
+	if (n) /* qsort(NULL, 0, ...) is undefined */
+		qsort(rows, n, sizeof(*rows), by_trouble);
 	if (!json)
 		printf("\n%-7s %-15s %15s %5s %15s %5s %7s %7s %5s %7s %7s %5s\n", "PID", "COMM", "SRC",
 		       "SPORT", "DST", "DPORT", "RETRANS", "SEGS", "LOSS", "RST_OUT", "RST_IN", "ZWIN");
