@@ -268,7 +268,7 @@ struct conn_row {
 static __u64 row_total(const struct conn_row *r)
 {
 	__u64 t = r->c.segments;
-	for (int i = TCPLOSS_LOSS; i < TCPLOSS_KIND_MAX; i++)
+	for (int i = TCPLOSS_LOSS; i <= TCPLOSS_ZERO_WINDOW; i++) /* an episode counts once */
 		t += r->c.n[i];
 	return t;
 }
