@@ -82,7 +82,8 @@ def cpu_seconds(pid):
 
 
 def traced_window(pygc, w, secs):
-    tool = subprocess.Popen([pygc, "-j", "-p", str(w.proc.pid)], stdout=subprocess.DEVNULL,
+    extra = os.environ.get("PYGC_BENCH_ARGS", "").split()  # e.g. "-g 2": probes fire, nothing is sent
+    tool = subprocess.Popen([pygc, "-j", "-p", str(w.proc.pid)] + extra, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, preexec_fn=lambda: pin(1))
     err = ""
     while "Hit Ctrl-C" not in err:
