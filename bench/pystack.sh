@@ -10,4 +10,4 @@ pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 py=$(ls -d "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1)
 [ -n "$py" ] || py=/usr/bin/python3.11
 exec /usr/bin/python3 "$here/pystack_bench.py" "$build/pystack" "$py" \
-	"${PYSTACK_BENCH_ROUNDS:-3}" "${PYSTACK_BENCH_SECONDS:-4}"
+	"${PYSTACK_BENCH_ROUNDS:-5}" "${PYSTACK_BENCH_SECONDS:-4}"

@@ -98,6 +98,7 @@ struct run {
 	json_t *funcs;   /* "func\tfile\tline" -> [own, total] */
 	unsigned long long with_stack, shown, interval_samples;
 	unsigned long long unresolved_frames;
+	unsigned tables; /* top tables printed so far */
 };
 
 static int handle_option(int id, const char *arg, void *ctx)
@@ -468,6 +469,8 @@ static void print_top(struct run *run)
 		i++;
 	}
 	qsort(rows, n, sizeof(*rows), cmp_rows);
+	if (run->tables++)
+		printf("\n"); /* -i: one table per interval, a blank line between them */
 	printf("%7s %7s %8s %8s  %s\n", "%OWN", "%TOTAL", "OWN", "TOTAL", "FUNCTION (FILE:LINE)");
 	for (i = 0; i < n; i++) {
 		char func[300], file[600];
