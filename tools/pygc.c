@@ -416,6 +416,20 @@ static int plan_installed(struct hooks *h, struct file_id *seen, int *nseen)
 }
 
 /*
+ * The path to hook a module by for every process: /proc/PID/root/... dies with PID,
+ * which may be a short-lived process, so the module's own path is used when it names
+ * the same file from here (no container in between). st: the module's stat.
+ */
+static const char *stable_path(const struct pymodule *m, const struct stat *st)
+{
+	struct stat own;
+
+	if (stat(m->path, &own) == 0 && own.st_dev == st->st_dev && own.st_ino == st->st_ino)
+		return m->path;
+	return m->host_path;
+}
+
+/*
  * Without -p: every interpreter binary that runs now, each hooked once for all its
  * processes (uprobes by file), and the installed ones with USDT probes.
  */
@@ -449,9 +463,11 @@ static int plan_system(struct run *run, struct hooks *h)
 		/* kept: thread names, and the stack walker's configuration */
 		if (run->ntargets < MAX_TARGETS)
 			run->targets[run->ntargets++] = (struct target){ pid, py, false };
-		if (stat(pyproc_module(py)->host_path, &st) == 0)
-			for (int i = 0; i < nseen; i++)
-				dup |= seen[i].dev == st.st_dev && seen[i].ino == st.st_ino;
+		/* gone already (short-lived processes come and go during the scan): dup */
+		if (stat(pyproc_module(py)->host_path, &st) != 0)
+			dup = 1;
+		for (int i = 0; i < nseen && !dup; i++)
+			dup |= seen[i].dev == st.st_dev && seen[i].ino == st.st_ino;
 		if (dup || nseen == 256) {
 			if (run->ntargets == 0 || run->targets[run->ntargets - 1].py != py)
 				pyproc_close(py);
@@ -459,13 +475,11 @@ static int plan_system(struct run *run, struct hooks *h)
 		}
 		seen[nseen].dev = st.st_dev, seen[nseen++].ino = st.st_ino;
 		describe(py, what, sizeof(what));
-		r = plan_binary(h, pyproc_module(py)->host_path, pyproc_version(py), -1, how,
+		r = plan_binary(h, stable_path(pyproc_module(py), &st), pyproc_version(py), -1, how,
 				sizeof(how));
-		if (r < 0) {
-			closedir(d);
-			return -1;
-		}
-		if (r > 0)
+		if (r < 0)
+			log_warn("%s (pid %d): not traced (see above)", what, pid);
+		else if (r > 0)
 			log_warn("%s (pid %d and others): no USDT gc probes and no collector symbol, not traced",
 				 what, pid);
 		else {
