@@ -6,6 +6,10 @@
 #ifndef PYEBPF_PYWALK_H
 #define PYEBPF_PYWALK_H
 
+#ifndef __bpf__
+#include <linux/types.h> /* __u32/__u64 in C; BCC's BPF text has them already */
+#endif
+
 /* Hard upper bound of --max-depth (the walker's loop bound comes from -DPY_MAX_DEPTH). */
 #define PYWALK_DEPTH_LIMIT 256
 #define PYWALK_NONE 0xffffffffU

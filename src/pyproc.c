@@ -510,10 +510,17 @@ int pyproc_thread_name(struct pyproc *p, pid_t tid, char *buf, size_t len)
 {
 	for (int pass = 0; pass < 2; pass++) {
 		for (int i = 0; i < p->nnames; i++) {
-			if (p->names[i].tid == tid) {
-				snprintf(buf, len, "%s", p->names[i].name);
-				return p->names[i].python ? 1 : 0;
-			}
+			if (p->names[i].tid != tid)
+				continue;
+			/*
+			 * A comm fallback may be a thread that was not yet in threading._active
+			 * when the names were read (it registers in _bootstrap_inner): look again,
+			 * at most once a second.
+			 */
+			if (!pass && !p->names[i].python && now_ns() - p->names_read_ns >= 1000000000ull)
+				break;
+			snprintf(buf, len, "%s", p->names[i].name);
+			return p->names[i].python ? 1 : 0;
 		}
 		/* an unknown tid: a new thread; reread, but not more often than every 100 ms */
 		if (pass || now_ns() - p->names_read_ns < 100000000ull)

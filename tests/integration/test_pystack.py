@@ -300,6 +300,27 @@ def test_thread_without_gil_is_found(pystack, pythons, targets):
     assert not failures, "\n".join(failures)
 
 
+def test_thread_started_after_pystack(pystack, pythons, targets):
+    """A thread created after pystack attached is found, with its Python name."""
+    script = os.path.join(TARGETS, "py_late_thread.py")
+    procs = {name: targets.start(cmd + [script]) for name, cmd in supported(pythons).items()}
+    t = pystack([p.pid for p in procs.values()], "-F", "199")
+    for p in procs.values():
+        p.send_signal(signal.SIGUSR1)
+    settled = time.time() + 2  # the thread's first moments run threading's bootstrap code
+    time.sleep(7)
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    samples = by_pid(t.events("py_stack"))
+    failures = []
+    for name, p in procs.items():
+        got = [e for e in samples.get(p.pid, []) if e["tid"] != p.pid and iso_time(e["time"]) >= settled]
+        bad = [e for e in got if e["thread_name"] != "late-starter" or e["leaf_func"] != "late_work"]
+        if len(got) < 3 or bad:
+            failures.append("%s: %d samples of the new thread, wrong: %s" % (name, len(got), bad[:1]))
+    assert not failures, "\n".join(failures)
+
+
 def test_deep_recursion_is_marked_truncated(pystack, pythons, targets):
     """300 frames deep, --max-depth 128: status truncated, the 128 innermost frames right."""
     script = os.path.join(TARGETS, "py_recurse.py")
