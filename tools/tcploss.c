@@ -471,6 +471,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 
 	lifecycle_start(s.common.duration_s);
+	lifecycle_watch_pids(s.common.pids, s.common.npids);
 	log_info("Tracing TCP retransmits, losses, resets and zero windows. Hit Ctrl-C to end.");
 	while (!lifecycle_stopping() && !ferror(stdout)) {
 		int wait = lifecycle_poll_timeout_ms();

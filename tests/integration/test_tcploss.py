@@ -368,3 +368,14 @@ def test_every_filter_combination_loads(args):
     r = run([tool_path("tcploss"), "-d", "1"] + args, check=False, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "summary" in r.stderr
+
+
+def test_stops_with_summary_when_its_only_target_exits(run_tool):
+    target = subprocess.Popen(["sleep", "6"])
+    tool = run_tool("tcploss", "-p", str(target.pid))
+    target.wait()
+    tool.proc.wait(timeout=30)
+    tool.stop()
+    assert tool.returncode == 0
+    assert "target pid %d exited" % target.pid in tool.stderr
+    assert tool.events("tcploss_summary")
