@@ -74,4 +74,36 @@ static __always_inline void current_ns_ids(u32 *nspid, u32 *nstid)
 	*nspid = leader ? task_ns_id(leader) : 0;
 }
 
+/* The struct file behind fd in the current task: task->files->fdt->fd[fd]; 0 if none. */
+static __always_inline u64 current_fd_file(long fd)
+{
+	const void *task = (const void *)bpf_get_current_task();
+	const void *files = (const void *)read_u64(task + OFF_TASK_FILES);
+	const void *fdt, *fdarr;
+
+	if (!files || fd < 0 || fd > 1 << 20)
+		return 0;
+	fdt = (const void *)read_u64(files + OFF_FILES_FDT);
+	if (!fdt || fd >= read_u32(fdt + OFF_FDTABLE_MAX_FDS))
+		return 0;
+	fdarr = (const void *)read_u64(fdt + OFF_FDTABLE_FD);
+	return fdarr ? read_u64(fdarr + fd * 8) : 0;
+}
+
+/* A socket file's struct sock: file->private_data (a struct socket) ->sk. */
+static __always_inline u64 file_sock(u64 file)
+{
+	const void *sock = (const void *)read_u64((const void *)file + OFF_FILE_PRIVATE_DATA);
+
+	return sock ? read_u64(sock + OFF_SOCKET_SK) : 0;
+}
+
+/* The struct sock behind a socket fd of the current task (the caller knows it is a socket). */
+static __always_inline u64 current_fd_sock(long fd)
+{
+	u64 file = current_fd_file(fd);
+
+	return file ? file_sock(file) : 0;
+}
+
 #endif

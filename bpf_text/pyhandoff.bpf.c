@@ -75,22 +75,6 @@ static __always_inline struct handoff_proc_counts *proc_counts(u32 tgid)
 	return procs.lookup(&tgid);
 }
 
-/* The struct file behind fd in the current task: task->files->fdt->fd[fd]. */
-static __always_inline u64 current_fd_file(long fd)
-{
-	const void *task = (const void *)bpf_get_current_task();
-	const void *files = (const void *)read_u64(task + OFF_TASK_FILES);
-	const void *fdt, *fdarr;
-
-	if (!files || fd < 0 || fd > 1 << 20)
-		return 0;
-	fdt = (const void *)read_u64(files + OFF_FILES_FDT);
-	if (!fdt || fd >= read_u32(fdt + OFF_FDTABLE_MAX_FDS))
-		return 0;
-	fdarr = (const void *)read_u64(fdt + OFF_FDTABLE_FD);
-	return fdarr ? read_u64(fdarr + fd * 8) : 0;
-}
-
 static __always_inline bool file_is_socket(u64 file)
 {
 	const void *inode = (const void *)read_u64((const void *)file + OFF_FILE_F_INODE);
@@ -100,14 +84,6 @@ static __always_inline bool file_is_socket(u64 file)
 		return false;
 	bpf_probe_read_kernel(&mode, sizeof(mode), inode + OFF_INODE_I_MODE);
 	return (mode & S_IFMT) == S_IFSOCK;
-}
-
-/* file->private_data (a struct socket for socket files) ->sk */
-static __always_inline u64 file_sock(u64 file)
-{
-	const void *sock = (const void *)read_u64((const void *)file + OFF_FILE_PRIVATE_DATA);
-
-	return sock ? read_u64(sock + OFF_SOCKET_SK) : 0;
 }
 
 static __always_inline void queue_fd(u64 pid_tgid, u32 fd, u64 file, u8 path)

@@ -420,21 +420,9 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
 /* The TCP socket behind fd in the current task: task->files->fdt->fd[fd]->private_data->sk. */
 static __always_inline u64 current_fd_tcp_sock(long fd)
 {
-	const void *task = (const void *)bpf_get_current_task();
-	const void *files = (const void *)read_u64(task + OFF_TASK_FILES);
-	const void *fdt, *fdarr, *file, *sock;
-	u64 sk;
+	u64 sk = current_fd_sock(fd);
 	u16 family = 0, proto = 0, type = 0;
 
-	if (!files || fd < 0 || fd > 1 << 20)
-		return 0;
-	fdt = (const void *)read_u64(files + OFF_FILES_FDT);
-	if (!fdt || fd >= read_u32(fdt + OFF_FDTABLE_MAX_FDS))
-		return 0;
-	fdarr = (const void *)read_u64(fdt + OFF_FDTABLE_FD);
-	file = fdarr ? (const void *)read_u64(fdarr + fd * 8) : 0;
-	sock = file ? (const void *)read_u64(file + OFF_FILE_PRIVATE_DATA) : 0;
-	sk = sock ? read_u64(sock + OFF_SOCKET_SK) : 0;
 	if (!sk)
 		return 0;
 	/* sendto/sendmsg on a UDP or unix socket also get here */

@@ -15,7 +15,14 @@ int pyebpf_bpf_cflags(struct kbtf *b, struct cflags *cf, const struct common_opt
 	    kbtf_offset_cflag(b, cf, "OFF_PID_LEVEL", "pid", "level") ||
 	    kbtf_offset_cflag(b, cf, "OFF_PID_NUMBERS", "pid", "numbers") ||
 	    kbtf_offset_cflag(b, cf, "OFF_UPID_NR", "upid", "nr") ||
-	    kbtf_struct_size(b, "upid", &upid_size))
+	    kbtf_struct_size(b, "upid", &upid_size) ||
+	    /* current_fd_file() and file_sock() */
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_FILES", "task_struct", "files") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FILES_FDT", "files_struct", "fdt") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_MAX_FDS", "fdtable", "max_fds") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_FD", "fdtable", "fd") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FILE_PRIVATE_DATA", "file", "private_data") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SOCKET_SK", "socket", "sk"))
 		return -1;
 	cflags_add(cf, "-DSIZEOF_UPID=%u", upid_size);
 	if (c->npids)

@@ -130,16 +130,10 @@ static int build_cflags(const struct settings *s, struct cflags *cf)
 	if (!b)
 		return -1;
 	if (pyebpf_bpf_cflags(b, cf, &s->common) ||
-	    kbtf_offset_cflag(b, cf, "OFF_TASK_FILES", "task_struct", "files") ||
 	    kbtf_offset_cflag(b, cf, "OFF_TASK_PID", "task_struct", "pid") ||
 	    kbtf_offset_cflag(b, cf, "OFF_TASK_TGID", "task_struct", "tgid") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FILES_FDT", "files_struct", "fdt") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_MAX_FDS", "fdtable", "max_fds") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_FD", "fdtable", "fd") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FILE_PRIVATE_DATA", "file", "private_data") ||
 	    kbtf_offset_cflag(b, cf, "OFF_FILE_F_INODE", "file", "f_inode") ||
-	    kbtf_offset_cflag(b, cf, "OFF_INODE_I_MODE", "inode", "i_mode") ||
-	    kbtf_offset_cflag(b, cf, "OFF_SOCKET_SK", "socket", "sk"))
+	    kbtf_offset_cflag(b, cf, "OFF_INODE_I_MODE", "inode", "i_mode"))
 		goto out;
 	if (s->children)
 		cflags_add(cf, "-DFOLLOW_CHILDREN");

@@ -97,13 +97,7 @@ static int build_cflags(const struct settings *s, struct cflags *cf)
 		return -1;
 	if (pyebpf_bpf_cflags(b, cf, &s->common) ||
 	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_SRTT_US", "tcp_sock", "srtt_us") ||
-	    kbtf_offset_cflag(b, cf, "OFF_SK_BUFF_DATA", "sk_buff", "data") ||
-	    kbtf_offset_cflag(b, cf, "OFF_TASK_FILES", "task_struct", "files") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FILES_FDT", "files_struct", "fdt") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_MAX_FDS", "fdtable", "max_fds") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_FD", "fdtable", "fd") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FILE_PRIVATE_DATA", "file", "private_data") ||
-	    kbtf_offset_cflag(b, cf, "OFF_SOCKET_SK", "socket", "sk"))
+	    kbtf_offset_cflag(b, cf, "OFF_SK_BUFF_DATA", "sk_buff", "data"))
 		goto out;
 	if (s->port)
 		cflags_add(cf, "-DPORT=%lu", s->port);

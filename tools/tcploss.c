@@ -129,13 +129,7 @@ static int build_cflags(const struct settings *s, struct cflags *cf)
 	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_RCV_WND", "tcp_sock", "rcv_wnd") ||
 	    kbtf_offset_cflag(b, cf, "OFF_SK_BUFF_CB", "sk_buff", "cb") ||
 	    kbtf_offset_cflag(b, cf, "OFF_SK_BUFF_DATA", "sk_buff", "data") ||
-	    kbtf_offset_cflag(b, cf, "OFF_TCP_SKB_CB_GSO_SEGS", "tcp_skb_cb", "tcp_gso_segs") ||
-	    kbtf_offset_cflag(b, cf, "OFF_TASK_FILES", "task_struct", "files") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FILES_FDT", "files_struct", "fdt") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_MAX_FDS", "fdtable", "max_fds") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FDTABLE_FD", "fdtable", "fd") ||
-	    kbtf_offset_cflag(b, cf, "OFF_FILE_PRIVATE_DATA", "file", "private_data") ||
-	    kbtf_offset_cflag(b, cf, "OFF_SOCKET_SK", "socket", "sk"))
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SKB_CB_GSO_SEGS", "tcp_skb_cb", "tcp_gso_segs"))
 		goto out;
 	/* fields that came with newer kernels: 6.10 added the reset reason, 6.13 err */
 	if (tpformat_has_field("tcp", "tcp_send_reset", "reason"))
