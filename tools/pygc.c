@@ -49,15 +49,7 @@ static const struct opt options[] = {
 	{ OPT_MIN_MS, 0, "min-ms", "MS", "only pauses of at least MS milliseconds (fractions allowed)" },
 	{ OPT_GEN, 'g', "generation", "GEN", "only collections of generation GEN (0, 1 or 2)" },
 	{ OPT_STACK, 0, "stack", NULL, "add the Python stack of the code that triggered each collection" },
-	OPT_ENTRY_ENV,
-	OPT_ENTRY_DURATION,
-	OPT_ENTRY_JSON,
-	OPT_ENTRY_KHEADERS,
-	OPT_ENTRY_EBPF,
-	OPT_ENTRY_VERBOSE,
-	OPT_ENTRY_HELP,
-	OPT_ENTRY_VERSION,
-	OPT_END,
+	OPT_ENTRIES_BPF_TOOL_TAIL,
 };
 
 static const struct out_column columns[] = {

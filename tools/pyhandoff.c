@@ -46,15 +46,7 @@ static const struct opt options[] = {
 	OPT_ENTRY_PID,
 	{ OPT_CHILDREN, 0, "children", NULL, "also trace the child processes of -p pids (workers), including ones started later" },
 	{ OPT_MIN_MS, 0, "min-ms", "MS", "print only waits of MS milliseconds or more (the summary counts all)" },
-	OPT_ENTRY_ENV,
-	OPT_ENTRY_DURATION,
-	OPT_ENTRY_JSON,
-	OPT_ENTRY_KHEADERS,
-	OPT_ENTRY_EBPF,
-	OPT_ENTRY_VERBOSE,
-	OPT_ENTRY_HELP,
-	OPT_ENTRY_VERSION,
-	OPT_END,
+	OPT_ENTRIES_BPF_TOOL_TAIL,
 };
 
 static const struct out_column columns[] = {

@@ -53,15 +53,7 @@ static const struct opt options[] = {
 	{ OPT_PER_THREAD, 0, "per-thread", NULL, "with -f: the thread name as the root frame" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the table (or folded stacks) every SECONDS" },
 	{ OPT_MAX_DEPTH, 0, "max-depth", "N", "frames kept per stack, innermost first (default 128, max 256)" },
-	OPT_ENTRY_ENV,
-	OPT_ENTRY_DURATION,
-	OPT_ENTRY_JSON,
-	OPT_ENTRY_KHEADERS,
-	OPT_ENTRY_EBPF,
-	OPT_ENTRY_VERBOSE,
-	OPT_ENTRY_HELP,
-	OPT_ENTRY_VERSION,
-	OPT_END,
+	OPT_ENTRIES_BPF_TOOL_TAIL,
 };
 
 /* -j columns are not used (JSON only), but out_open wants the keys. */

@@ -42,15 +42,7 @@ static const struct opt options[] = {
 	{ OPT_FILTER_IP, 0, "filter-ip", "IP", "only connections with IP (IPv4 or IPv6) on either side" },
 	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
 	{ OPT_CONNECTIONS, 'c', "connections", NULL, "print per-connection event counts at the end" },
-	OPT_ENTRY_ENV,
-	OPT_ENTRY_DURATION,
-	OPT_ENTRY_JSON,
-	OPT_ENTRY_KHEADERS,
-	OPT_ENTRY_EBPF,
-	OPT_ENTRY_VERBOSE,
-	OPT_ENTRY_HELP,
-	OPT_ENTRY_VERSION,
-	OPT_END,
+	OPT_ENTRIES_BPF_TOOL_TAIL,
 };
 
 static const struct out_column columns[] = {
