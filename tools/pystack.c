@@ -221,29 +221,11 @@ static void add_children(struct run *run)
 	}
 }
 
-/* Gone, or a zombie whose parent has not reaped it yet: either way nothing runs. */
-static bool process_running(pid_t pid)
-{
-	char path[64], buf[512], *close_paren;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	close_paren = strrchr(buf, ')');
-	return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z' && close_paren[2] != 'X';
-}
-
 static void check_exits(struct run *run)
 {
 	for (int i = 0; i < run->ntargets; i++) {
 		struct target *t = &run->targets[i];
-		if (!t->py || t->exited || process_running(t->pid))
+		if (!t->py || t->exited || procinfo_alive(t->pid))
 			continue;
 		t->exited = true;
 		run->alive--;
