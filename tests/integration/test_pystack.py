@@ -381,7 +381,7 @@ def test_pid_namespace_host_and_container_ids(pystack, pythons, targets):
     if not shutil.which("unshare"):
         pytest.skip("unshare (util-linux) is not installed")
     busy = os.path.join(TARGETS, "py_busyline.py")
-    launchers = []
+    launchers, inside = [], None
     if os.path.exists("/usr/bin/python3.11"):
         launchers.append(("debian-3.11", ["unshare", "--pid", "--fork", "--mount-proc",
                                           "/usr/bin/python3.11", busy], busy))
@@ -415,6 +415,8 @@ def test_pid_namespace_host_and_container_ids(pystack, pythons, targets):
                 os.kill(child, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if inside and os.path.exists(root + inside):
+            os.unlink(root + inside)
     samples = by_pid(t.events("py_stack"))
     failures = []
     for name, (pid, path) in hosts.items():
