@@ -398,6 +398,25 @@ uint64_t bpfprog_lost(struct bpfprog *p)
 	return counted > from_buffers ? counted : from_buffers;
 }
 
+uint64_t bpfprog_missed(struct bpfprog *p)
+{
+	unsigned long long total = 0, v;
+	char path[64], line[128];
+
+	for (int i = 0; p && i < p->nprogs; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", p->progs[i].fd);
+		if (!(f = fopen(path, "re")))
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "recursion_misses: %llu", &v) == 1)
+				total += v;
+		fclose(f);
+	}
+	return total;
+}
+
 void bpfprog_close(struct bpfprog *p)
 {
 	if (!p)

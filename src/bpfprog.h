@@ -67,6 +67,14 @@ void bpfprog_drain(struct bpfprog *p);
  * that emit_event() in pyebpf.bpf.h keeps.
  */
 uint64_t bpfprog_lost(struct bpfprog *p);
+/*
+ * Hits the kernel did not run this tool's programs for, summed over them (the
+ * recursion_misses of each program's fdinfo, kernel 6.7 and later; 0 before): a
+ * tracepoint or uprobe that fires while any BPF tracing program runs on the same CPU,
+ * e.g. a softirq interrupting a program in a system call, is skipped. What those hits
+ * would have reported is lost without a record.
+ */
+uint64_t bpfprog_missed(struct bpfprog *p);
 
 int bpfprog_table_fd(struct bpfprog *p, const char *name);
 /* Sum of a BPF_PERCPU_ARRAY of u64 at index key, or of a BPF_ARRAY's u64. */

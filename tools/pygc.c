@@ -723,6 +723,7 @@ static void print_summary(struct run *run, struct bpfprog *prog)
 	json_set_str(o, "metric", "pygc_summary");
 	json_set_int(o, "events", (json_int_t)run->events);
 	json_set_int(o, "lost", (json_int_t)bpfprog_lost(prog));
+	json_set_int(o, "missed", (json_int_t)bpfprog_missed(prog));
 	json_set_int(o, "map_full", (json_int_t)bpfprog_table_sum_u64(prog, "counters", PYGC_CNT_MAP_FULL));
 	json_set_int(o, "started_before_tracing",
 		     (json_int_t)bpfprog_table_sum_u64(prog, "counters", PYGC_CNT_NO_START));

@@ -584,6 +584,7 @@ int main(int argc, char **argv)
 		json_set_int(sum, "events", (json_int_t)run.events);
 		json_set_int(sum, "printed", (json_int_t)run.printed);
 		json_set_int(sum, "lost", (json_int_t)bpfprog_lost(prog));
+		json_set_int(sum, "missed", (json_int_t)bpfprog_missed(prog));
 		json_set_int(sum, "map_full", (json_int_t)bpfprog_table_sum_u64(prog, "counters", HANDOFF_CNT_MAP_FULL));
 		json_set_int(sum, "children_not_followed", (json_int_t)bpfprog_table_sum_u64(prog, "counters", HANDOFF_CNT_CHILDREN_FULL));
 		out_summary(run.out, "summary", sum);

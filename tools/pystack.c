@@ -585,6 +585,7 @@ int main(int argc, char **argv)
 		json_set_int(sum, "errors", (json_int_t)bpfprog_table_sum_u64(run.prog, "counters", PYSTACK_CNT_ERRORS));
 		json_set_int(sum, "unresolved_frames", (json_int_t)run.unresolved_frames);
 		json_set_int(sum, "lost", (json_int_t)bpfprog_lost(run.prog));
+		json_set_int(sum, "missed", (json_int_t)bpfprog_missed(run.prog));
 		json_set_int(sum, "processes", run.ntargets);
 		out_summary(run.out, "summary", sum);
 	}

@@ -253,6 +253,7 @@ int main(int argc, char **argv)
 		json_set_str(sum, "metric", "tcphandshake_summary");
 		json_set_int(sum, "events", (json_int_t)run.events);
 		json_set_int(sum, "lost", (json_int_t)bpfprog_lost(prog));
+		json_set_int(sum, "missed", (json_int_t)bpfprog_missed(prog));
 		json_set_int(sum, "map_full", (json_int_t)bpfprog_table_sum_u64(prog, "counters", TCPHS_CNT_MAP_FULL));
 		json_set_int(sum, "accepted_without_syn", (json_int_t)bpfprog_table_sum_u64(prog, "counters", TCPHS_CNT_NO_SYN));
 		out_summary(run.out, "summary", sum);

@@ -340,37 +340,6 @@ static void print_connections(struct bpfprog *p, struct run *run, bool json)
 	free(rows);
 }
 
-/*
- * Runs of our event programs the kernel skipped: a tracepoint that fires while another
- * BPF tracing program runs on the same CPU (a softirq retransmit interrupting a send
- * syscall's program, ours or anyone's) is not delivered, and counted in the program's
- * fdinfo as recursion_misses. Those events are lost too: say so.
- */
-static unsigned long long programs_missed(struct bpfprog *p)
-{
-	static const char *const fns[] = {
-		"tracepoint__tcp__tcp_retransmit_skb", "tracepoint__tcp__tcp_cong_state_set",
-		"tracepoint__tcp__tcp_send_reset",     "tracepoint__tcp__tcp_receive_reset",
-		"tracepoint__tcp__tcp_probe",          "tracepoint__tcp__tcp_destroy_sock",
-	};
-	unsigned long long total = 0, v;
-	char path[64], line[128];
-
-	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
-		int fd = bpfprog_prog_fd(p, fns[i], BPF_PROG_TYPE_TRACEPOINT);
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-		if (fd < 0 || !(f = fopen(path, "r")))
-			continue;
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "recursion_misses: %llu", &v) == 1)
-				total += v;
-		fclose(f);
-	}
-	return total;
-}
-
 static void print_summary(struct bpfprog *p, struct run *run)
 {
 	int fd = bpfprog_table_fd(p, "zero_windows");
@@ -387,7 +356,7 @@ static void print_summary(struct bpfprog *p, struct run *run)
 	json_set_str(sum, "metric", "tcploss_summary");
 	json_set_int(sum, "events", (json_int_t)run->events);
 	json_set_int(sum, "lost", (json_int_t)bpfprog_lost(p));
-	json_set_int(sum, "missed", (json_int_t)programs_missed(p));
+	json_set_int(sum, "missed", (json_int_t)bpfprog_missed(p));
 	json_set_int(sum, "retransmits", (json_int_t)run->by_kind[TCPLOSS_RETRANSMIT]);
 	json_set_int(sum, "retransmit_segments", (json_int_t)run->segments);
 	json_set_int(sum, "retransmit_failed", (json_int_t)bpfprog_table_sum_u64(p, "counters", TCPLOSS_CNT_RETRANS_FAILED));

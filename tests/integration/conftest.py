@@ -95,6 +95,12 @@ class Tool:
         lines = [json.loads(l) for l in self.stdout.splitlines() if l.strip()]
         return [e for e in lines if metric is None or e.get("metric") == metric]
 
+    def summary(self):
+        """The last line's summary record (metric <tool>_summary)."""
+        found = self.events(self.name + "_summary")
+        assert len(found) == 1, self.stdout[-2000:] + self.stderr[-2000:]
+        return found[0]
+
 
 @pytest.fixture
 def run_tool():

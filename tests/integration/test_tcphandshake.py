@@ -177,7 +177,13 @@ def test_handshake_with_a_lost_syn_matches_the_clients_clock(run_tool, netns_pai
     connects = {e["src_port"]: e for e in tool.events("tcp_connect")}
     accepts = {e["src_port"]: e for e in tool.events("tcp_accept")}
     assert len(truth) == 3
-    for t in truth:
+    # A tracepoint hit that interrupts a BPF program on the same CPU (a softirq finishing
+    # the handshake while a program runs in some system call) is skipped by the kernel,
+    # which counts it: the summary's missed. Only such handshakes may be absent.
+    seen = [t for t in truth if t["sport"] in connects and t["sport"] in accepts]
+    assert len(seen) >= 2 and len(truth) - len(seen) <= tool.summary()["missed"], \
+        (truth, tool.stdout, tool.stderr)
+    for t in seen:
         e = connects[t["sport"]]
         assert 900000 < t["connect_us"] < 3500000  # the SYN really was lost once
         assert abs(e["handshake_us"] - t["connect_us"]) <= 0.02 * t["connect_us"]
