@@ -5,6 +5,7 @@
  */
 #include <bcc/libbpf.h>
 #include <linux/types.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -32,16 +33,18 @@ static const struct tool_doc doc = {
 		    "  tcploss -p 4242                # connections owned by pid 4242\n"
 		    "  tcploss --filter-ip 10.0.0.7   # connections to or from 10.0.0.7\n"
 		    "  tcploss --port 443 -c -d 60    # port 443 for a minute, then a per-connection table\n"
+		    "  tcploss -c -i 10               # which connections had trouble, every 10 s\n"
 		    "  tcploss -j -e prod             # JSON lines tagged env=prod\n",
 };
 
-enum { OPT_FILTER_IP = OPT_TOOL_BASE, OPT_PORT, OPT_CONNECTIONS = 'c' };
+enum { OPT_FILTER_IP = OPT_TOOL_BASE, OPT_PORT, OPT_CONNECTIONS = 'c', OPT_INTERVAL = 'i' };
 
 static const struct opt options[] = {
 	OPT_ENTRY_PID,
 	{ OPT_FILTER_IP, 0, "filter-ip", "IP", "only connections with IP (IPv4 or IPv6) on either side" },
 	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
 	{ OPT_CONNECTIONS, 'c', "connections", NULL, "print per-connection event counts at the end" },
+	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "with -c: print the table every SECONDS, counting that interval" },
 	OPT_ENTRIES_BPF_TOOL_TAIL,
 };
 
@@ -73,12 +76,24 @@ struct settings {
 	int filter_family;
 	uint8_t filter_ip[16];
 	bool connections;
+	double interval_s;
+};
+
+struct conn_row {
+	struct tcploss_conn_key k;
+	struct tcploss_conn_counts c;
+};
+
+struct conn_table {
+	struct conn_row *rows;
+	size_t n;
 };
 
 struct run {
 	struct out *out;
 	struct tpformat_symbols rst_reasons;
 	unsigned long long events, by_kind[TCPLOSS_KIND_MAX], segments, unowned;
+	struct conn_table conns_before; /* -c: the counts at the last table */
 };
 
 static int handle_option(int id, const char *arg, void *ctx)
@@ -96,6 +111,8 @@ static int handle_option(int id, const char *arg, void *ctx)
 	case OPT_CONNECTIONS:
 		s->connections = true;
 		return 0;
+	case OPT_INTERVAL:
+		return opts_parse_double("interval", arg, 0.001, 86400.0, &s->interval_s);
 	}
 	return -1;
 }
@@ -246,10 +263,11 @@ static void on_event(void *ctx, void *data, int size)
 		print_event(ctx, data);
 }
 
-struct conn_row {
-	struct tcploss_conn_key k;
-	struct tcploss_conn_counts c;
-};
+static int by_key(const void *a, const void *b)
+{
+	return memcmp(&((const struct conn_row *)a)->k, &((const struct conn_row *)b)->k,
+		      sizeof(struct tcploss_conn_key));
+}
 
 static __u64 row_total(const struct conn_row *r)
 {
@@ -271,39 +289,79 @@ static int by_trouble(const void *a, const void *b)
 		return x->k.sport < y->k.sport ? -1 : 1;
 	if (x->k.dport != y->k.dport)
 		return x->k.dport < y->k.dport ? -1 : 1;
-	return memcmp(&x->k, &y->k, sizeof(x->k));
+	return by_key(a, b);
 }
 
-/* -c: one row per connection that had events, from the kernel's own counts. */
-static void print_connections(struct bpfprog *p, struct run *run, bool json)
+/* The kernel's per-connection counts as they are now, sorted by key. */
+static struct conn_table read_conn_counts(struct bpfprog *p)
 {
-	static const char *const keys[] = { "retransmits", "retransmit_segments", "losses", "resets_sent",
-					    "resets_received", "zero_windows" };
 	int fd = bpfprog_table_fd(p, "conn_counts");
 	struct tcploss_conn_key key, next, *prev = NULL;
-	struct conn_row *rows = NULL;
-	size_t n = 0, cap = 0;
+	struct conn_table t = { 0 };
+	size_t cap = 0;
 
 	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (n == cap) {
-			struct conn_row *r = realloc(rows, (cap = cap ? cap * 2 : 64) * sizeof(*rows));
+		if (t.n == cap) {
+			struct conn_row *r = realloc(t.rows, (cap = cap ? cap * 2 : 64) * sizeof(*r));
 			if (!r)
 				break;
-			rows = r;
+			t.rows = r;
 		}
-		if (bpf_lookup_elem(fd, &key, &rows[n].c) == 0)
-			rows[n++].k = key;
+		if (bpf_lookup_elem(fd, &key, &t.rows[t.n].c) == 0)
+			t.rows[t.n++].k = key;
 	}
-	if (n) /* qsort(NULL, 0, ...) is undefined */
-		qsort(rows, n, sizeof(*rows), by_trouble);
+	if (t.n) /* qsort(NULL, 0, ...) is undefined */
+		qsort(t.rows, t.n, sizeof(*t.rows), by_key);
+	return t;
+}
+
+/*
+ * The counts since the previous table: the kernel's counters only grow (nothing is
+ * reset under a running program, so nothing is lost between reads). Rows without a
+ * new event are dropped; the rest is sorted most troubled first.
+ */
+static struct conn_table conn_deltas(const struct conn_table *now, const struct conn_table *before)
+{
+	struct conn_table d = { malloc((now->n ? now->n : 1) * sizeof(struct conn_row)), 0 };
+
+	for (size_t i = 0; d.rows && i < now->n; i++) {
+		const struct conn_row *old = before->n ? bsearch(&now->rows[i], before->rows, before->n,
+								 sizeof(struct conn_row), by_key)
+						       : NULL;
+		struct conn_row r = now->rows[i];
+
+		if (old) {
+			for (int j = 0; j < TCPLOSS_KIND_MAX; j++)
+				r.c.n[j] -= old->c.n[j];
+			r.c.segments -= old->c.segments;
+		}
+		if (row_total(&r) || r.c.n[TCPLOSS_RETRANSMIT])
+			d.rows[d.n++] = r;
+	}
+	if (d.n)
+		qsort(d.rows, d.n, sizeof(*d.rows), by_trouble);
+	return d;
+}
+
+/* -c: one row per connection that had events since the last table, from the kernel's counts. */
+static void print_connections(struct bpfprog *p, struct run *run, bool json)
+{
+	static const char *const keys[] = { "retransmits", "retransmit_segments", "losses", "resets_sent",
+					    "resets_received", "zero_windows" };
+	struct conn_table now = read_conn_counts(p), d = conn_deltas(&now, &run->conns_before);
+	char when[64];
+
+	time_format_mono_ns(time_mono_ns(), when, sizeof(when));
+	free(run->conns_before.rows);
+	run->conns_before = now;
 	if (!json)
-		printf("\n%-7s %-15s %15s %5s %15s %5s %7s %7s %5s %7s %7s %5s\n", "PID", "COMM", "SRC",
-		       "SPORT", "DST", "DPORT", "RETRANS", "SEGS", "LOSS", "RST_OUT", "RST_IN", "ZWIN");
-	for (size_t i = 0; i < n; i++) {
-		const struct tcploss_conn_counts *c = &rows[i].c;
-		const struct tcploss_conn_key *k = &rows[i].k;
+		printf("\n%s\n%-7s %-15s %15s %5s %15s %5s %7s %7s %5s %7s %7s %5s\n", when, "PID", "COMM",
+		       "SRC", "SPORT", "DST", "DPORT", "RETRANS", "SEGS", "LOSS", "RST_OUT", "RST_IN", "ZWIN");
+	for (size_t i = 0; i < d.n; i++) {
+		const struct tcploss_conn_counts *c = &d.rows[i].c;
+		const struct tcploss_conn_key *k = &d.rows[i].k;
 		unsigned long long v[] = { c->n[TCPLOSS_RETRANSMIT], c->segments, c->n[TCPLOSS_LOSS],
 					   c->n[TCPLOSS_RESET_SENT], c->n[TCPLOSS_RESET_RECEIVED],
 					   c->n[TCPLOSS_ZERO_WINDOW] };
@@ -327,6 +385,7 @@ static void print_connections(struct bpfprog *p, struct run *run, bool json)
 			set_or_null(row, "dst_port", k->dport, 1);
 			for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
 				set_or_null(row, keys[j], (json_int_t)v[j], 1);
+			set_ascii(row, "time", when);
 			out_event(run->out, row);
 		} else {
 			char pid[16];
@@ -337,7 +396,7 @@ static void print_connections(struct bpfprog *p, struct run *run, bool json)
 		}
 		json_decref(o);
 	}
-	free(rows);
+	free(d.rows);
 }
 
 static void print_summary(struct bpfprog *p, struct run *run)
@@ -393,10 +452,13 @@ int main(int argc, char **argv)
 	struct cflags cf = { 0 };
 	struct bpfprog *prog = NULL;
 	struct run run = { 0 };
+	uint64_t every_ns, next_table;
 	int rc = EXIT_RUNTIME;
 
 	if (opts_parse(&doc, options, argc, argv, &s.common, handle_option, &s) < 0)
 		return EXIT_USAGE;
+	every_ns = (uint64_t)llround(s.interval_s * 1e9);
+	s.connections |= every_ns != 0; /* the table is all -i prints */
 	if (build_cflags(&s, &cf))
 		goto cleanup;
 	if (s.common.print_ebpf) {
@@ -428,6 +490,7 @@ int main(int argc, char **argv)
 	lifecycle_start(s.common.duration_s);
 	lifecycle_watch_pids(s.common.pids, s.common.npids);
 	log_info("Tracing TCP retransmits, losses, resets and zero windows. Hit Ctrl-C to end.");
+	next_table = time_mono_ns() + every_ns;
 	while (!lifecycle_stopping() && !ferror(stdout)) {
 		int wait = lifecycle_poll_timeout_ms();
 		if (bpfprog_poll(prog, wait < POLL_MS ? wait : POLL_MS) < 0) {
@@ -435,6 +498,10 @@ int main(int argc, char **argv)
 			goto cleanup;
 		}
 		bpfprog_drain(prog); /* the records that did not reach the wakeup mark */
+		if (every_ns && time_mono_ns() >= next_table) {
+			print_connections(prog, &run, s.common.json);
+			next_table += every_ns;
+		}
 		fflush(stdout);
 	}
 
@@ -448,6 +515,7 @@ cleanup:
 		rc = EXIT_RUNTIME;
 	bpfprog_close(prog);
 	tpformat_symbols_free(&run.rst_reasons);
+	free(run.conns_before.rows);
 	cflags_free(&cf);
 	return rc;
 }
