@@ -189,15 +189,27 @@ def by_pid(events):
     return out
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process, from /proc/PID/stat (the kernel's accounting)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_cpu_split_70_30(pystack, pythons, targets):
     """a() 70% / b() 30%: pystack's shares within 3 points of the target's own timing.
 
     One pystack run (one compile) samples this test's own child processes (--children);
-    the interpreters run in groups of four, so that each gets enough CPU on a busy
-    machine, and each target measures exactly the window its samples are counted in."""
-    t = pystack([os.getpid()], "--children", "-F", "999")
+    the interpreters run in groups of four on this 2-CPU machine, so that they compete
+    for CPU, and each target measures exactly the window its samples are counted in.
+    Each target's sample count must also equal its CPU time times the frequency: when
+    pystack was woken by every sample, the scheduler switched tasks at sample instants,
+    the samples went to whoever ran before each tick, and shares came out 3-12 points
+    off on a busy machine."""
+    hz = 999
+    t = pystack([os.getpid()], "--children", "-F", str(hz))
     names = list(supported(pythons))
-    procs, outs, windows = {}, {}, {}
+    procs, outs, windows, cpu = {}, {}, {}, {}
     for i in range(0, len(names), 4):
         group = {n: targets.start(supported(pythons)[n] + [os.path.join(TARGETS, "py_split.py")])
                  for n in names[i:i + 4]}
@@ -205,8 +217,10 @@ def test_cpu_split_70_30(pystack, pythons, targets):
         for p in group.values():
             p.send_signal(signal.SIGUSR1)
         begin = time.time()
+        cpu0 = {n: cpu_seconds(p.pid) for n, p in group.items()}
         time.sleep(20)
         end = time.time()
+        cpu.update({n: cpu_seconds(p.pid) - cpu0[n] for n, p in group.items()})
         for p in group.values():
             p.send_signal(signal.SIGTERM)
         for n, p in group.items():
@@ -229,9 +243,11 @@ def test_cpu_split_70_30(pystack, pythons, targets):
             na += "a" in funcs
             nb += "b" in funcs
         share = na / (na + nb) if na + nb else 0.0
-        report.append("%s: pystack %.1f%% (%d samples) target %.1f%%" % (name, 100 * share, na + nb,
-                                                                           100 * truth_a))
-        if na + nb < 200 or abs(share - truth_a) > 0.03 or abs(truth_a - 0.7) > 0.05:
+        expected = cpu[name] * hz
+        report.append("%s: pystack %.1f%% (%d samples, %d expected from %.2f CPU s) target %.1f%%" % (
+            name, 100 * share, len(mine), expected, cpu[name], 100 * truth_a))
+        if na + nb < 200 or abs(share - truth_a) > 0.03 or abs(truth_a - 0.7) > 0.05 or \
+                abs(len(mine) - expected) > 0.05 * expected:
             failures.append(report[-1])
     print("\n".join(report))
     assert not failures, "\n".join(failures + ["all: "] + report)
