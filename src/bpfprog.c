@@ -319,14 +319,9 @@ static void on_lost(void *ctx, uint64_t lost)
 	((struct perf_buffer *)ctx)->lost += lost;
 }
 
-int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
-			     int pages)
-{
-	return bpfprog_open_perf_buffer_batched(p, table, cb, ctx, pages, 1);
-}
 
-int bpfprog_open_perf_buffer_batched(struct bpfprog *p, const char *table, bpfprog_event_cb cb,
-				     void *ctx, int pages, int wakeup_events)
+int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
+			     int pages, int wakeup_events)
 {
 	int map = bpf_table_fd(p->mod, table), cpus[MAX_CPUS], n = cpus_online(cpus, MAX_CPUS);
 	struct perf_buffer *b;

@@ -46,17 +46,16 @@ int bpfprog_attachments(const struct bpfprog *p);
 
 /* data is 8-byte aligned: it may be read as the event struct directly */
 typedef void (*bpfprog_event_cb)(void *ctx, void *data, int size);
-/* Opens a BPF_PERF_OUTPUT table on every online CPU; pages must be a power of two. */
-int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
-			     int pages);
 /*
- * The same, but the kernel wakes the reader once per wakeup_events records instead of
- * for each: a wakeup is an IPI, and a storm of tens of thousands of events a second
- * pays for it in softirq. Records fewer than that wait: call bpfprog_drain() after
- * every bpfprog_poll(), and poll with a short timeout.
+ * Opens a BPF_PERF_OUTPUT table on every online CPU; pages must be a power of two. The
+ * kernel wakes the reader once per wakeup_events records: a wakeup is an interrupt in
+ * the traced code's context, and a reader woken per record also makes the scheduler
+ * switch tasks at the events (for a sampler, at the sampling instants, which biases
+ * whom the samples land on). Records short of that mark wait: call bpfprog_drain()
+ * after every bpfprog_poll(), and poll with a short timeout.
  */
-int bpfprog_open_perf_buffer_batched(struct bpfprog *p, const char *table, bpfprog_event_cb cb,
-				     void *ctx, int pages, int wakeup_events);
+int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
+			     int pages, int wakeup_events);
 /* Waits up to timeout_ms and delivers what arrived. Returns 0, or -1 on a real error. */
 int bpfprog_poll(struct bpfprog *p, int timeout_ms);
 /* Delivers everything still buffered, without waiting. */

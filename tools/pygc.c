@@ -785,7 +785,7 @@ int main(int argc, char **argv)
 	 * per collection in bench/pygc.sh): wake every 32 records, and drain after each
 	 * poll of at most 100 ms, so a record waits 100 ms at most.
 	 */
-	if (!run->out || bpfprog_open_perf_buffer_batched(prog, "events", on_event, run, 256, 32))
+	if (!run->out || bpfprog_open_perf_buffer(prog, "events", on_event, run, 256, 32))
 		goto cleanup;
 	if (hooks_attach(&hooks, prog))
 		goto cleanup;

@@ -553,7 +553,7 @@ int main(int argc, char **argv)
 	if (s.children && follow_existing_children(prog, &s.common))
 		goto cleanup;
 	run.out = out_open(s.common.json, s.common.env, columns);
-	if (!run.out || bpfprog_open_perf_buffer_batched(prog, "events", on_event, &run, 128, 64))
+	if (!run.out || bpfprog_open_perf_buffer(prog, "events", on_event, &run, 128, 64))
 		goto cleanup;
 	if (attach_all(prog, &s))
 		goto cleanup;

@@ -544,7 +544,7 @@ int main(int argc, char **argv)
 	 * scheduler switch tasks at sample instants: samples then went to whoever ran just
 	 * before each tick, not in proportion to CPU time (3-12 points off on a busy host).
 	 */
-	if (!run.out || bpfprog_open_perf_buffer_batched(run.prog, "events", on_sample, &run, 64, 64))
+	if (!run.out || bpfprog_open_perf_buffer(run.prog, "events", on_sample, &run, 64, 64))
 		goto cleanup;
 	if (bpfprog_attach_perf_event(run.prog, "on_sample", PERF_TYPE_SOFTWARE,
 				      PERF_COUNT_SW_CPU_CLOCK, s.freq, -1))

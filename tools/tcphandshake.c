@@ -20,6 +20,9 @@
 
 extern const char tcphandshake_bpf_text[];
 
+/* The longest a lone event waits for its line (the kernel wakes us every 64 records). */
+enum { POLL_MS = 100 };
+
 static const struct tool_doc doc = {
 	.name = "tcphandshake",
 	.summary = "Trace TCP connect and accept handshakes: latency, outcome, srtt, accept-queue wait.",
@@ -232,7 +235,7 @@ int main(int argc, char **argv)
 	if (!prog || pyebpf_bpf_set_pids(prog, &s.common))
 		goto cleanup;
 	run.out = out_open(s.common.json, s.common.env, columns);
-	if (!run.out || bpfprog_open_perf_buffer(prog, "events", on_event, &run, 64))
+	if (!run.out || bpfprog_open_perf_buffer(prog, "events", on_event, &run, 64, 64))
 		goto cleanup;
 	if (attach_all(prog))
 		goto cleanup;
@@ -240,11 +243,14 @@ int main(int argc, char **argv)
 	lifecycle_start(s.common.duration_s);
 	lifecycle_watch_pids(s.common.pids, s.common.npids);
 	log_info("Tracing TCP handshakes. Hit Ctrl-C to end.");
-	while (!lifecycle_stopping() && !ferror(stdout))
-		if (bpfprog_poll(prog, lifecycle_poll_timeout_ms()) < 0) {
+	while (!lifecycle_stopping() && !ferror(stdout)) {
+		int wait = lifecycle_poll_timeout_ms();
+		if (bpfprog_poll(prog, wait < POLL_MS ? wait : POLL_MS) < 0) {
 			log_error("polling the perf buffers failed");
 			goto cleanup;
 		}
+		bpfprog_drain(prog); /* the records short of the wakeup mark */
+	}
 
 	bpfprog_drain(prog);
 	report_unaccepted(prog, &run, &s.common);

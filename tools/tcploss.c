@@ -482,7 +482,7 @@ int main(int argc, char **argv)
 	 */
 	if (run.out)
 		setvbuf(stdout, NULL, _IOFBF, 1 << 16);
-	if (!run.out || bpfprog_open_perf_buffer_batched(prog, "events", on_event, &run, 1024, 64))
+	if (!run.out || bpfprog_open_perf_buffer(prog, "events", on_event, &run, 1024, 64))
 		goto cleanup;
 	if (attach_all(prog))
 		goto cleanup;
