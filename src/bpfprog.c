@@ -319,7 +319,6 @@ static void on_lost(void *ctx, uint64_t lost)
 	((struct perf_buffer *)ctx)->lost += lost;
 }
 
-
 int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
 			     int pages, int wakeup_events)
 {
