@@ -501,6 +501,8 @@ int main(int argc, char **argv)
 		if (every_ns && time_mono_ns() >= next_table) {
 			print_connections(prog, &run, s.common.json);
 			next_table += every_ns;
+			if (next_table <= time_mono_ns()) /* fell behind: no burst of tables */
+				next_table = time_mono_ns() + every_ns;
 		}
 		fflush(stdout);
 	}
