@@ -6,14 +6,27 @@
 #ifndef PYEBPF_BPF_H
 #define PYEBPF_BPF_H
 
-/* The one output of a program, and the records that did not fit in it. */
+/*
+ * The one output of a program, and the records that did not fit in it. With
+ * -DPYEBPF_RINGBUF_PAGES=N it is one ring buffer of N pages shared by all CPUs, whose
+ * records come out in the order they were written; else per-CPU perf buffers.
+ */
+#ifdef PYEBPF_RINGBUF_PAGES
+BPF_RINGBUF_OUTPUT(events, PYEBPF_RINGBUF_PAGES);
+#else
 BPF_PERF_OUTPUT(events);
+#endif
 BPF_PERCPU_ARRAY(events_lost, u64, 1);
 
 static __always_inline void emit_event(void *ctx, void *ev, u32 size)
 {
 	/* the perf buffer reports its own loss only when a later record fits: count here too */
+#ifdef PYEBPF_RINGBUF_PAGES
+	/* no wakeup from here: each one is an interrupt on this CPU; the reader polls */
+	if (events.ringbuf_output(ev, size, BPF_RB_NO_WAKEUP) < 0) {
+#else
 	if (events.perf_submit(ctx, ev, size) < 0) {
+#endif
 		u32 zero = 0;
 		u64 *n = events_lost.lookup(&zero);
 		if (n)

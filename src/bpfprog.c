@@ -19,6 +19,7 @@
 
 /* from libbpf (linked anyway); its header clashes with libbcc's libbpf.h */
 int libbpf_num_possible_cpus(void);
+int ring_buffer__epoll_fd(const struct ring_buffer *rb);
 
 #define MAX_CPUS 1024
 #define MAX_PROGS 32
@@ -46,6 +47,9 @@ struct bpfprog {
 	int nlinks, caplinks;
 	struct perf_buffer *bufs[8];
 	int nbufs;
+	struct ring_buffer *ring; /* libbpf's, through libbcc */
+	bpfprog_event_cb ring_cb;
+	void *ring_ctx;
 	unsigned probe_seq;
 };
 
@@ -356,9 +360,35 @@ int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event
 	return 0;
 }
 
+/* Ring records are 8-byte aligned already: handed over as they are. */
+static int on_ring(void *ctx, void *data, size_t size)
+{
+	struct bpfprog *p = ctx;
+
+	p->ring_cb(p->ring_ctx, data, (int)size);
+	return 0;
+}
+
+int bpfprog_open_ring_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx)
+{
+	int map = bpf_table_fd(p->mod, table);
+
+	if (map < 0 || p->ring) {
+		log_error("no ring buffer table %s in the BPF program", table);
+		return -1;
+	}
+	p->ring_cb = cb, p->ring_ctx = ctx;
+	p->ring = bpf_new_ringbuf(map, on_ring, p);
+	if (!p->ring) {
+		log_error("opening the ring buffer %s failed: %s", table, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int bpfprog_poll(struct bpfprog *p, int timeout_ms)
 {
-	struct pollfd fds[MAX_CPUS];
+	struct pollfd fds[MAX_CPUS + 1];
 	struct perf_reader *owners[MAX_CPUS];
 	int n = 0, r;
 
@@ -367,12 +397,16 @@ int bpfprog_poll(struct bpfprog *p, int timeout_ms)
 			owners[n] = p->bufs[i]->readers[j];
 			fds[n] = (struct pollfd){ .fd = perf_reader_fd(owners[n]), .events = POLLIN };
 		}
-	r = poll(fds, (nfds_t)n, timeout_ms);
+	if (p->ring) /* last: its index is n */
+		fds[n] = (struct pollfd){ .fd = ring_buffer__epoll_fd(p->ring), .events = POLLIN };
+	r = poll(fds, (nfds_t)(n + (p->ring != NULL)), timeout_ms);
 	if (r < 0)
 		return errno == EINTR ? 0 : -1;
 	for (int i = 0; i < n && r > 0; i++)
 		if (fds[i].revents & POLLIN)
 			perf_reader_event_read(owners[i]);
+	if (p->ring && (fds[n].revents & POLLIN) && bpf_consume_ringbuf(p->ring) < 0)
+		return -1;
 	return 0;
 }
 
@@ -381,6 +415,8 @@ void bpfprog_drain(struct bpfprog *p)
 	for (int i = 0; i < p->nbufs; i++)
 		for (int j = 0; j < p->bufs[i]->nreaders; j++)
 			perf_reader_event_read(p->bufs[i]->readers[j]);
+	if (p->ring)
+		bpf_consume_ringbuf(p->ring);
 }
 
 uint64_t bpfprog_lost(struct bpfprog *p)
@@ -418,6 +454,8 @@ void bpfprog_close(struct bpfprog *p)
 	for (int i = 0; i < p->nlinks; i++)
 		close(p->links[i]);
 	free(p->links);
+	if (p->ring)
+		bpf_free_ringbuf(p->ring);
 	for (int i = 0; i < p->nbufs; i++) {
 		for (int j = 0; j < p->bufs[i]->nreaders; j++)
 			perf_reader_free(p->bufs[i]->readers[j]);

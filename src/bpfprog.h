@@ -56,6 +56,14 @@ typedef void (*bpfprog_event_cb)(void *ctx, void *data, int size);
  */
 int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
 			     int pages, int wakeup_events);
+/*
+ * Opens the BPF_RINGBUF_OUTPUT table (pyebpf.bpf.h's events with -DPYEBPF_RINGBUF_PAGES):
+ * one buffer for all CPUs, records in the order they were written. emit_event() never
+ * wakes the reader (a wakeup is an interrupt where the event happened, and under a
+ * connect storm they made the kernel skip several times more of our program runs):
+ * poll with a short timeout and drain after each poll. At most one per program.
+ */
+int bpfprog_open_ring_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx);
 /* Waits up to timeout_ms and delivers what arrived. Returns 0, or -1 on a real error. */
 int bpfprog_poll(struct bpfprog *p, int timeout_ms);
 /* Delivers everything still buffered, without waiting. */

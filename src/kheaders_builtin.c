@@ -62,19 +62,22 @@ static int write_file(const char *root, const char *rel, const char *text)
 int kheaders_write_builtin(const char *dir)
 {
 	static const char *const empty[] = {
-		"include/linux/bpf_common.h", "include/linux/log2.h", "include/asm/page.h",
-		"include/uapi/linux/bpf.h",   "include/uapi/linux/if_packet.h",
+		"include/linux/bpf_common.h", "include/linux/log2.h", "include/uapi/linux/bpf.h",
+		"include/uapi/linux/if_packet.h",
 	};
 	unsigned a = 0, b = 0, c = 0;
-	char version[sizeof(version_fmt) + 16];
+	char version[sizeof(version_fmt) + 16], page_h[64];
 	struct utsname u;
 
 	uname(&u);
 	sscanf(u.release, "%u.%u.%u", &a, &b, &c);
 	snprintf(version, sizeof(version), version_fmt, (a << 16) + (b << 8) + (c > 255 ? 255 : c));
+	/* BPF_RINGBUF_OUTPUT sizes its map in pages */
+	snprintf(page_h, sizeof(page_h), "#define PAGE_SIZE %ld\n", sysconf(_SC_PAGESIZE));
 	if (write_file(dir, "include/linux/types.h", types_h) ||
 	    write_file(dir, "include/linux/kconfig.h", kconfig_h) ||
-	    write_file(dir, "include/linux/version.h", version))
+	    write_file(dir, "include/linux/version.h", version) ||
+	    write_file(dir, "include/asm/page.h", page_h))
 		return -1;
 	for (size_t i = 0; i < sizeof(empty) / sizeof(empty[0]); i++)
 		if (write_file(dir, empty[i], ""))

@@ -74,6 +74,11 @@ def test_every_loopback_connect_and_accept_once(run_tool, family):
     for e in accepts:
         # the target accepts right after connecting: the queue wait is short
         assert 0 <= e["accept_queue_ms"] < 1000
+    # one ring buffer for all CPUs: lines come in the order the kernel wrote them, so a
+    # connection's connect (SYN-ACK received) precedes its accept (accept() returned)
+    order = [(e["metric"], e["src_port"]) for e in tool.events() if e.get("dst_port") == port]
+    for p in result["client_ports"]:
+        assert order.index(("tcp_connect", p)) < order.index(("tcp_accept", p)), order
     if closed:
         refused = [e for e in tool.events("tcp_connect") if e["dst_port"] == closed]
         assert result["refused"] is True
@@ -192,6 +197,48 @@ def test_handshake_with_a_lost_syn_matches_the_clients_clock(run_tool, netns_pai
         a = accepts[t["sport"]]
         assert abs(a["handshake_us"] - t["connect_us"]) <= 0.02 * t["connect_us"]
         assert a["dst_ip"] == ns.server_ip and a["src_ip"] == ns.client_ip
+
+
+def test_lines_come_in_the_order_the_kernel_wrote_them(run_tool):
+    """Client pinned to the last CPU, server to the first: per-CPU buffers read first to
+    last would print each accept before its connect. One ring buffer keeps causal order:
+    the connect (SYN-ACK received) before the accept (accept() returned)."""
+    import socket
+    import threading
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to put the two ends on different ones")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    port = srv.getsockname()[1]
+    tool = run_tool("tcphandshake", "--port", str(port))
+    ports = []
+
+    def server():
+        os.sched_setaffinity(0, {cpus[0]})
+        for _ in range(20):
+            srv.accept()[0].close()
+
+    t = threading.Thread(target=server)
+    t.start()
+    os.sched_setaffinity(0, {cpus[-1]})
+    try:
+        for _ in range(20):
+            c = socket.create_connection(("127.0.0.1", port))
+            ports.append(c.getsockname()[1])
+            c.close()
+            time.sleep(0.01)
+    finally:
+        os.sched_setaffinity(0, set(cpus))
+    t.join()
+    srv.close()
+    time.sleep(0.3)
+    tool.stop()
+    order = [(e["metric"], e["src_port"]) for e in tool.events() if e.get("dst_port") == port]
+    assert len(order) == 40, order
+    for p in ports:
+        assert order.index(("tcp_connect", p)) < order.index(("tcp_accept", p)), order
 
 
 def test_srtt_equals_what_ss_reports(run_tool):
