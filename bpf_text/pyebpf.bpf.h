@@ -20,7 +20,7 @@ BPF_PERCPU_ARRAY(events_lost, u64, 1);
 
 static __always_inline void emit_event(void *ctx, void *ev, u32 size)
 {
-	/* the perf buffer reports its own loss only when a later record fits: count here too */
+	/* count here: the perf buffer reports its loss only when a later record fits */
 #ifdef PYEBPF_RINGBUF_PAGES
 	/* no wakeup from here: each one is an interrupt on this CPU; the reader polls */
 	if (events.ringbuf_output(ev, size, BPF_RB_NO_WAKEUP) < 0) {

@@ -19,7 +19,6 @@
 
 /* from libbpf (linked anyway); its header clashes with libbcc's libbpf.h */
 int libbpf_num_possible_cpus(void);
-int ring_buffer__epoll_fd(const struct ring_buffer *rb);
 
 #define MAX_CPUS 1024
 #define MAX_PROGS 32
@@ -373,8 +372,12 @@ int bpfprog_open_ring_buffer(struct bpfprog *p, const char *table, bpfprog_event
 {
 	int map = bpf_table_fd(p->mod, table);
 
-	if (map < 0 || p->ring) {
+	if (map < 0) {
 		log_error("no ring buffer table %s in the BPF program", table);
+		return -1;
+	}
+	if (p->ring) {
+		log_error("a second ring buffer (%s): one per program", table);
 		return -1;
 	}
 	p->ring_cb = cb, p->ring_ctx = ctx;
@@ -386,37 +389,33 @@ int bpfprog_open_ring_buffer(struct bpfprog *p, const char *table, bpfprog_event
 	return 0;
 }
 
-int bpfprog_poll(struct bpfprog *p, int timeout_ms)
-{
-	struct pollfd fds[MAX_CPUS + 1];
-	struct perf_reader *owners[MAX_CPUS];
-	int n = 0, r;
-
-	for (int i = 0; i < p->nbufs; i++)
-		for (int j = 0; j < p->bufs[i]->nreaders && n < MAX_CPUS; j++, n++) {
-			owners[n] = p->bufs[i]->readers[j];
-			fds[n] = (struct pollfd){ .fd = perf_reader_fd(owners[n]), .events = POLLIN };
-		}
-	if (p->ring) /* last: its index is n */
-		fds[n] = (struct pollfd){ .fd = ring_buffer__epoll_fd(p->ring), .events = POLLIN };
-	r = poll(fds, (nfds_t)(n + (p->ring != NULL)), timeout_ms);
-	if (r < 0)
-		return errno == EINTR ? 0 : -1;
-	for (int i = 0; i < n && r > 0; i++)
-		if (fds[i].revents & POLLIN)
-			perf_reader_event_read(owners[i]);
-	if (p->ring && (fds[n].revents & POLLIN) && bpf_consume_ringbuf(p->ring) < 0)
-		return -1;
-	return 0;
-}
-
-void bpfprog_drain(struct bpfprog *p)
+/* Everything buffered, to the callbacks: 0, or -1 when the ring is corrupt. */
+static int deliver(struct bpfprog *p)
 {
 	for (int i = 0; i < p->nbufs; i++)
 		for (int j = 0; j < p->bufs[i]->nreaders; j++)
 			perf_reader_event_read(p->bufs[i]->readers[j]);
-	if (p->ring)
-		bpf_consume_ringbuf(p->ring);
+	return p->ring && bpf_consume_ringbuf(p->ring) < 0 ? -1 : 0;
+}
+
+int bpfprog_poll(struct bpfprog *p, int timeout_ms)
+{
+	struct pollfd fds[MAX_CPUS];
+	int n = 0;
+
+	/* a ring buffer is never signalled (emit_event writes it without wakeups) */
+	for (int i = 0; i < p->nbufs; i++)
+		for (int j = 0; j < p->bufs[i]->nreaders && n < MAX_CPUS; j++, n++)
+			fds[n] = (struct pollfd){ .fd = perf_reader_fd(p->bufs[i]->readers[j]), .events = POLLIN };
+	if (poll(fds, (nfds_t)n, timeout_ms) < 0 && errno != EINTR)
+		return -1;
+	/* also what sits below a buffer's wakeup mark, and the ring */
+	return deliver(p);
+}
+
+void bpfprog_drain(struct bpfprog *p)
+{
+	deliver(p);
 }
 
 uint64_t bpfprog_lost(struct bpfprog *p)

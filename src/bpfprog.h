@@ -51,8 +51,8 @@ typedef void (*bpfprog_event_cb)(void *ctx, void *data, int size);
  * kernel wakes the reader once per wakeup_events records: a wakeup is an interrupt in
  * the traced code's context, and a reader woken per record also makes the scheduler
  * switch tasks at the events (for a sampler, at the sampling instants, which biases
- * whom the samples land on). Records short of that mark wait: call bpfprog_drain()
- * after every bpfprog_poll(), and poll with a short timeout.
+ * whom the samples land on). Records short of that mark wait for the next
+ * bpfprog_poll(): poll with a short timeout.
  */
 int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
 			     int pages, int wakeup_events);
@@ -60,11 +60,14 @@ int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event
  * Opens the BPF_RINGBUF_OUTPUT table (pyebpf.bpf.h's events with -DPYEBPF_RINGBUF_PAGES):
  * one buffer for all CPUs, records in the order they were written. emit_event() never
  * wakes the reader (a wakeup is an interrupt where the event happened, and under a
- * connect storm they made the kernel skip several times more of our program runs):
- * poll with a short timeout and drain after each poll. At most one per program.
+ * connect storm they made the kernel skip several times more of our program runs), so
+ * bpfprog_poll() reads it when its timeout ends: keep that short. One per program.
  */
 int bpfprog_open_ring_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx);
-/* Waits up to timeout_ms and delivers what arrived. Returns 0, or -1 on a real error. */
+/*
+ * Waits up to timeout_ms for a perf buffer's wakeup, then delivers everything buffered.
+ * Returns 0, or -1 on a real error.
+ */
 int bpfprog_poll(struct bpfprog *p, int timeout_ms);
 /* Delivers everything still buffered, without waiting. */
 void bpfprog_drain(struct bpfprog *p);

@@ -94,16 +94,17 @@ bool lifecycle_stopping(void)
 	return stop_signal || (deadline_ns && now >= deadline_ns) || targets_gone(now);
 }
 
-int lifecycle_poll_timeout_ms(void)
+int lifecycle_poll_timeout_ms(int max_ms)
 {
 	uint64_t now;
 
 	if (!deadline_ns)
-		return 200;
+		return max_ms;
 	now = time_mono_ns();
 	if (now >= deadline_ns)
 		return 0;
-	return (deadline_ns - now) / 1000000 < 200 ? (int)((deadline_ns - now) / 1000000) + 1 : 200;
+	return (deadline_ns - now) / 1000000 < (uint64_t)max_ms ? (int)((deadline_ns - now) / 1000000) + 1
+								 : max_ms;
 }
 
 int lifecycle_signal(void)

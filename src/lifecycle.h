@@ -21,8 +21,11 @@ void lifecycle_start(unsigned duration_s);
 void lifecycle_watch_pids(const pid_t *pids, int npids);
 /* Whether a signal, the duration or the end of every -p target asks the tool to stop. */
 bool lifecycle_stopping(void);
-/* How long the event loop may wait before looking again (ms). */
-int lifecycle_poll_timeout_ms(void);
+/*
+ * How long the event loop may wait before looking again (ms): max_ms, or less when the
+ * duration ends sooner. The loop also notices signals and exited -p targets no later.
+ */
+int lifecycle_poll_timeout_ms(int max_ms);
 /* The signal that ended the run, or 0. */
 int lifecycle_signal(void);
 

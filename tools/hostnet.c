@@ -367,7 +367,7 @@ static bool wait_until(uint64_t deadline_ns)
 {
 	for (;;) {
 		uint64_t now = time_mono_ns();
-		uint64_t left_ms;
+		uint64_t left_ms, cap_ms;
 		struct timespec ts;
 
 		if (lifecycle_stopping() || ferror(stdout))
@@ -375,8 +375,9 @@ static bool wait_until(uint64_t deadline_ns)
 		if (now >= deadline_ns)
 			return true;
 		left_ms = (deadline_ns - now + 999999) / 1000000;
-		if (left_ms > (uint64_t)lifecycle_poll_timeout_ms())
-			left_ms = (uint64_t)lifecycle_poll_timeout_ms();
+		cap_ms = (uint64_t)lifecycle_poll_timeout_ms(200);
+		if (left_ms > cap_ms)
+			left_ms = cap_ms;
 		ts.tv_sec = (time_t)(left_ms / 1000);
 		ts.tv_nsec = (long)(left_ms % 1000) * 1000000;
 		nanosleep(&ts, NULL);

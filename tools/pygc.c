@@ -794,12 +794,10 @@ int main(int argc, char **argv)
 	log_info("Tracing CPython GC pauses (%d probes). Hit Ctrl-C to end.",
 		 bpfprog_attachments(prog));
 	while (!lifecycle_stopping() && !ferror(stdout)) {
-		int timeout = lifecycle_poll_timeout_ms();
-		if (bpfprog_poll(prog, timeout < 100 ? timeout : 100) < 0) {
+		if (bpfprog_poll(prog, lifecycle_poll_timeout_ms(100)) < 0) {
 			log_error("polling the perf buffers failed");
 			goto cleanup;
 		}
-		bpfprog_drain(prog); /* the records below the wakeup mark */
 		if (!run->system_wide && targets_gone(run)) {
 			log_info("every traced process has exited");
 			break;

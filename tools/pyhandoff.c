@@ -570,8 +570,7 @@ int main(int argc, char **argv)
 	 * 128 pages per CPU hold about 6000 records, far more than 50 ms bring.
 	 */
 	while (!lifecycle_stopping() && !ferror(stdout)) {
-		int ms = lifecycle_poll_timeout_ms();
-		struct timespec nap = { 0, (ms < 50 ? ms : 50) * 1000000L };
+		struct timespec nap = { 0, lifecycle_poll_timeout_ms(50) * 1000000L };
 
 		bpfprog_drain(prog);
 		fflush(stdout);

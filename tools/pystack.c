@@ -556,12 +556,10 @@ int main(int argc, char **argv)
 	last_report = last_children = time_mono_ns();
 	while (!lifecycle_stopping() && !ferror(stdout)) {
 		uint64_t now;
-		int t = lifecycle_poll_timeout_ms();
-		if (bpfprog_poll(run.prog, t > 100 ? 100 : t) < 0) {
+		if (bpfprog_poll(run.prog, lifecycle_poll_timeout_ms(100)) < 0) {
 			log_error("polling the perf buffers failed");
 			goto cleanup;
 		}
-		bpfprog_drain(run.prog);
 		now = time_mono_ns();
 		if (now - last_children >= 1000000000ull) {
 			last_children = now;

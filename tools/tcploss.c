@@ -492,12 +492,10 @@ int main(int argc, char **argv)
 	log_info("Tracing TCP retransmits, losses, resets and zero windows. Hit Ctrl-C to end.");
 	next_table = time_mono_ns() + every_ns;
 	while (!lifecycle_stopping() && !ferror(stdout)) {
-		int wait = lifecycle_poll_timeout_ms();
-		if (bpfprog_poll(prog, wait < POLL_MS ? wait : POLL_MS) < 0) {
+		if (bpfprog_poll(prog, lifecycle_poll_timeout_ms(POLL_MS)) < 0) {
 			log_error("polling the perf buffers failed");
 			goto cleanup;
 		}
-		bpfprog_drain(prog); /* the records that did not reach the wakeup mark */
 		if (every_ns && time_mono_ns() >= next_table) {
 			print_connections(prog, &run, s.common.json);
 			next_table += every_ns;
