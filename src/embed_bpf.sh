@@ -8,7 +8,7 @@ file=$2
 dir=$(dirname "$file")
 awk -v dir="$dir" -v symbol="$symbol" '
 function emit(s) {
-	gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); gsub(/\t/, "\\t", s)
+	gsub(/\\/, "&&", s); gsub(/"/, "\\\"", s); gsub(/\t/, "\\t", s)
 	printf "\t\"%s\\n\"\n", s
 }
 function inline(path,    line, n, inc) {
