@@ -12,7 +12,7 @@ BUILD ?= $(if $(SAN),build-san,build)
 # bpf_text/<tool>.bpf.c (and its man page), nothing here.
 TOOLS := $(patsubst tools/%.c,%,$(wildcard tools/*.c))
 BPF_TOOLS := $(patsubst bpf_text/%.bpf.c,%,$(wildcard bpf_text/*.bpf.c))
-LIB_SRCS := $(wildcard src/*.c)
+LIB_SRCS := $(wildcard src/*.c src/trackers/*.c)
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
 PKGS := libbcc jansson libbpf
@@ -41,6 +41,9 @@ PYTEST ?= /usr/bin/python3 -m pytest
 Q := $(if $(V),,@)
 say = $(if $(V),,@printf '  %-7s %s\n' $(1) $(2);)
 
+# Keep generated and object files (pattern-rule intermediates) so rebuilds are incremental.
+.SECONDARY:
+
 .PHONY: all check unit integration demo install deps bench clean
 all: $(TOOLS:%=$(BUILD)/%)
 
@@ -49,7 +52,8 @@ $(BUILD)/lib/%.o: src/%.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/libpyebpf.a: $(LIB_SRCS:src/%.c=$(BUILD)/lib/%.o)
+# The library holds the trackers and their BPF texts too: a tool links what it runs.
+$(BUILD)/libpyebpf.a: $(LIB_SRCS:src/%.c=$(BUILD)/lib/%.o) $(BPF_TOOLS:%=$(BUILD)/gen/%_bpf.o)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -67,10 +71,7 @@ $(BUILD)/tools/%.o: tools/%.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c -o $@ $<
 
-# A tool links its BPF text when it has one.
-tool_objs = $(BUILD)/tools/$(1).o $(if $(filter $(1),$(BPF_TOOLS)),$(BUILD)/gen/$(1)_bpf.o)
-.SECONDEXPANSION:
-$(BUILD)/%: $$(call tool_objs,$$*) $(BUILD)/libpyebpf.a
+$(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libpyebpf.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
 

@@ -6,6 +6,8 @@
 #ifndef PYEBPF_BPF_H
 #define PYEBPF_BPF_H
 
+#include "pyebpf.h"
+
 /*
  * The one output of a program, and the records that did not fit in it. With
  * -DPYEBPF_RINGBUF_PAGES=N it is one ring buffer of N pages shared by all CPUs, whose
@@ -86,6 +88,34 @@ static __always_inline void current_ns_ids(u32 *nspid, u32 *nstid)
 	*nstid = task_ns_id(task);
 	*nspid = leader ? task_ns_id(leader) : 0;
 }
+
+/* Who runs now, and when. */
+static __always_inline void task_head_fill(struct task_head *h)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	h->ts_ns = bpf_ktime_get_ns();
+	h->pid = pid_tgid >> 32;
+	h->tid = (u32)pid_tgid;
+	current_ns_ids(&h->nspid, &h->nstid);
+	bpf_get_current_comm(&h->comm, sizeof(h->comm));
+}
+
+/*
+ * The program's counters: -DPYEBPF_NCOUNTERS=N (from its X-macro list) gives a per-CPU
+ * array "counters" that counter_add() adds to without atomics; C sums the CPUs.
+ */
+#ifdef PYEBPF_NCOUNTERS
+BPF_PERCPU_ARRAY(counters, u64, PYEBPF_NCOUNTERS);
+
+static __always_inline void counter_add(u32 which, u64 n)
+{
+	u64 *v = counters.lookup(&which);
+
+	if (v)
+		*v += n;
+}
+#endif
 
 /* The struct file behind fd in the current task: task->files->fdt->fd[fd]; 0 if none. */
 static __always_inline u64 current_fd_file(long fd)

@@ -5,8 +5,9 @@
  * ESTABLISHED, then to the application's accept() (syscall exit, in its thread).
  * Options: -DPORT, -DFAMILY, -DMIN_NS, -DFILTER_PIDS; offsets -DOFF_* from BTF.
  */
-#include "pyebpf.bpf.h"
 #include "tcphandshake.h"
+#define PYEBPF_NCOUNTERS TCPHS_CNT_MAX
+#include "pyebpf.bpf.h"
 
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_SENT 2
@@ -17,11 +18,9 @@
 #define AF_INET6 10
 #define IPPROTO_TCP 6
 
+/* the connecting thread, and when (ts_ns) it sent the SYN */
 struct connect_start {
-	u64 ts;
-	u64 pid_tgid;
-	u32 nspid, nstid;
-	char comm[16];
+	struct task_head task;
 };
 
 /* a SYN as it travelled: saddr/sport are the client's */
@@ -38,7 +37,6 @@ BPF_HASH(resets, u64, u8, 16384);                       /* connects that got a R
 BPF_TABLE("lru_hash", struct flow_key, u64, syns, 16384); /* first SYN time */
 /* children not yet accepted: the event so far, ts_ns = when it became ESTABLISHED */
 BPF_HASH(accept_queue, u64, struct tcphs_event, 16384);
-BPF_ARRAY(counters, u64, TCPHS_CNT_MAX);
 
 /* who listens on a port, learned in listen(): names the owner of unaccepted connections */
 struct listen_key {
@@ -46,18 +44,10 @@ struct listen_key {
 	u32 port;
 };
 struct listener {
-	u64 pid_tgid;
-	u32 nspid, nstid;
-	char comm[16];
+	struct task_head task;
 };
 BPF_HASH(listeners, struct listen_key, struct listener, 4096);
 
-static __always_inline void count(u32 which)
-{
-	u64 *n = counters.lookup(&which);
-	if (n)
-		__sync_fetch_and_add(n, 1);
-}
 
 static __always_inline bool port_wanted(u16 sport, u16 dport)
 {
@@ -103,15 +93,13 @@ static __always_inline u32 srtt_us(u64 sk)
 
 static __always_inline void connect_started(u64 sk)
 {
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct connect_start s = { .ts = bpf_ktime_get_ns(), .pid_tgid = pid_tgid };
+	struct connect_start s;
 
-	if (!pid_wanted(pid_tgid >> 32))
+	if (!pid_wanted(bpf_get_current_pid_tgid() >> 32))
 		return;
-	current_ns_ids(&s.nspid, &s.nstid);
-	bpf_get_current_comm(&s.comm, sizeof(s.comm));
+	task_head_fill(&s.task);
 	if (connects.insert(&sk, &s))
-		count(TCPHS_CNT_MAP_FULL);
+		counter_add(TCPHS_CNT_MAP_FULL, 1);
 }
 
 static __always_inline void connect_ended(void *ctx, u64 sk, int newstate,
@@ -122,14 +110,10 @@ static __always_inline void connect_ended(void *ctx, u64 sk, int newstate,
 
 	if (!s)
 		return;
-	ev.ts_ns = bpf_ktime_get_ns();
-	ev.handshake_ns = ev.ts_ns - s->ts;
+	ev.task = s->task;
+	ev.task.ts_ns = bpf_ktime_get_ns();
+	ev.handshake_ns = ev.task.ts_ns - s->task.ts_ns;
 	ev.kind = TCPHS_CONNECT;
-	ev.pid = s->pid_tgid >> 32;
-	ev.tid = (u32)s->pid_tgid;
-	ev.nspid = s->nspid;
-	ev.nstid = s->nstid;
-	__builtin_memcpy(ev.comm, s->comm, sizeof(ev.comm));
 	connects.delete(&sk);
 	if (newstate == TCP_ESTABLISHED) {
 		ev.outcome = TCPHS_SUCCESS;
@@ -152,7 +136,7 @@ static __always_inline void connect_ended(void *ctx, u64 sk, int newstate,
 static __always_inline void child_established(u64 sk,
 					      const struct sock_addrs *a)
 {
-	struct tcphs_event ev = { .ts_ns = bpf_ktime_get_ns(), .kind = TCPHS_ACCEPT };
+	struct tcphs_event ev = { .task.ts_ns = bpf_ktime_get_ns(), .kind = TCPHS_ACCEPT };
 	struct listen_key lk = { .family = a->family, .port = a->sport };
 	struct listener *owner;
 	struct flow_key k = {};
@@ -168,31 +152,28 @@ static __always_inline void child_established(u64 sk,
 	__builtin_memcpy(k.daddr, ev.saddr, 16);
 	syn = syns.lookup(&k);
 	if (syn) {
-		ev.handshake_ns = ev.ts_ns - *syn;
+		ev.handshake_ns = ev.task.ts_ns - *syn;
 		syns.delete(&k);
 	} else {
-		count(TCPHS_CNT_NO_SYN);
+		counter_add(TCPHS_CNT_NO_SYN, 1);
 	}
 	ev.srtt_us = srtt_us(sk);
 	owner = listeners.lookup(&lk);
 	if (owner) {
-		ev.pid = owner->pid_tgid >> 32;
-		ev.tid = (u32)owner->pid_tgid;
-		ev.nspid = owner->nspid;
-		ev.nstid = owner->nstid;
-		__builtin_memcpy(ev.comm, owner->comm, sizeof(ev.comm));
+		__u64 established = ev.task.ts_ns;
+		ev.task = owner->task;
+		ev.task.ts_ns = established;
 	}
 	if (accept_queue.insert(&sk, &ev))
-		count(TCPHS_CNT_MAP_FULL);
+		counter_add(TCPHS_CNT_MAP_FULL, 1);
 }
 
 static __always_inline void listen_started(const struct sock_addrs *a)
 {
 	struct listen_key k = { .family = a->family, .port = a->sport };
-	struct listener l = { .pid_tgid = bpf_get_current_pid_tgid() };
+	struct listener l;
 
-	current_ns_ids(&l.nspid, &l.nstid);
-	bpf_get_current_comm(&l.comm, sizeof(l.comm));
+	task_head_fill(&l.task);
 	listeners.update(&k, &l);
 }
 
@@ -210,10 +191,10 @@ static __always_inline void child_closed(void *ctx, u64 sk)
 	ev = *e;
 	accept_queue.delete(&sk);
 #ifdef FILTER_PIDS
-	if (!ev.pid || !pid_wanted(ev.pid))
+	if (!ev.task.pid || !pid_wanted(ev.task.pid))
 		return;
 #endif
-	ev.ts_ns = bpf_ktime_get_ns();
+	ev.task.ts_ns = bpf_ktime_get_ns();
 	ev.outcome = TCPHS_UNACCEPTED;
 	emit_event(ctx, &ev, sizeof(ev));
 }
@@ -301,8 +282,8 @@ TRACEPOINT_PROBE(net, netif_receive_skb)
 
 static __always_inline void accepted(void *ctx, long fd)
 {
-	u64 pid_tgid = bpf_get_current_pid_tgid(), sk;
 	struct tcphs_event *e, ev;
+	u64 sk, established;
 
 	if (fd < 0)
 		return;
@@ -313,19 +294,17 @@ static __always_inline void accepted(void *ctx, long fd)
 	ev = *e;
 	/* taken off the queue whoever accepts it; reported only for the processes wanted */
 	accept_queue.delete(&sk);
-	if (!pid_wanted(pid_tgid >> 32))
+	if (!pid_wanted(bpf_get_current_pid_tgid() >> 32))
 		return;
-	ev.accept_queue_ns = bpf_ktime_get_ns() - ev.ts_ns;
-	ev.ts_ns += ev.accept_queue_ns;
 #ifdef MIN_NS
 	if (ev.handshake_ns && ev.handshake_ns < MIN_NS)
 		return;
 #endif
+	/* the accepting thread, now */
+	established = ev.task.ts_ns;
+	task_head_fill(&ev.task);
+	ev.accept_queue_ns = ev.task.ts_ns - established;
 	ev.outcome = TCPHS_SUCCESS;
-	ev.pid = pid_tgid >> 32;
-	ev.tid = (u32)pid_tgid;
-	current_ns_ids(&ev.nspid, &ev.nstid);
-	bpf_get_current_comm(&ev.comm, sizeof(ev.comm));
 	emit_event(ctx, &ev, sizeof(ev));
 }
 

@@ -2,6 +2,8 @@
 #ifndef PYEBPF_TCPHANDSHAKE_H
 #define PYEBPF_TCPHANDSHAKE_H
 
+#include "pyebpf.h"
+
 enum tcphs_kind { TCPHS_CONNECT = 1, TCPHS_ACCEPT = 2 };
 
 enum tcphs_outcome {
@@ -11,19 +13,16 @@ enum tcphs_outcome {
 	TCPHS_UNACCEPTED = 4, /* accept: reset in the accept queue, or still there at exit */
 };
 
-/* Indexes into the "counters" array: things that did not go as planned. */
-enum tcphs_counter {
-	TCPHS_CNT_MAP_FULL = 0, /* a tracking map was full: a handshake was not followed */
-	TCPHS_CNT_NO_SYN = 1,   /* an accepted connection whose SYN was not seen */
-	TCPHS_CNT_MAX = 2,
-};
+/* The program's counters (pyebpf.h): things that did not go as planned. */
+#define TCPHS_COUNTERS(X)                                                                       \
+	X(TCPHS_CNT_MAP_FULL, "map_full", "handshakes not followed because a tracking map was full") \
+	X(TCPHS_CNT_NO_SYN, "accepted_without_syn", "accepted connections whose first SYN was not seen")
+enum tcphs_counter { TCPHS_COUNTERS(PYEBPF_COUNTER_ID) TCPHS_CNT_MAX };
 
 struct tcphs_event {
-	__u64 ts_ns;           /* bpf_ktime_get_ns() at the end of the handshake / the accept */
+	struct task_head task; /* ts_ns: the end of the handshake / the accept */
 	__u64 handshake_ns;    /* connect: SYN_SENT time; accept: first SYN seen to ESTABLISHED; 0 unknown */
 	__u64 accept_queue_ns; /* accept: ESTABLISHED to the app's accept(); 0 when not accepted */
-	__u32 pid, tid;        /* host ids; 0 when unknown */
-	__u32 nspid, nstid;    /* ids in the task's own PID namespace */
 	__u32 srtt_us;
 	__u16 family;          /* AF_INET or AF_INET6 */
 	__u16 sport, dport;    /* local and remote port, host order */
@@ -31,7 +30,6 @@ struct tcphs_event {
 	__u8 outcome;          /* enum tcphs_outcome */
 	__u8 saddr[16];        /* local address (IPv4 in the first 4 bytes) */
 	__u8 daddr[16];        /* remote address */
-	char comm[16];
 };
 
 #endif

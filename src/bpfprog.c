@@ -398,18 +398,30 @@ static int deliver(struct bpfprog *p)
 	return p->ring && bpf_consume_ringbuf(p->ring) < 0 ? -1 : 0;
 }
 
-int bpfprog_poll(struct bpfprog *p, int timeout_ms)
+int bpfprog_pollfds(struct bpfprog *p, struct pollfd *fds, int max)
 {
-	struct pollfd fds[MAX_CPUS];
 	int n = 0;
 
 	/* a ring buffer is never signalled (emit_event writes it without wakeups) */
-	for (int i = 0; i < p->nbufs; i++)
-		for (int j = 0; j < p->bufs[i]->nreaders && n < MAX_CPUS; j++, n++)
+	for (int i = 0; p && i < p->nbufs; i++)
+		for (int j = 0; j < p->bufs[i]->nreaders && n < max; j++, n++)
 			fds[n] = (struct pollfd){ .fd = perf_reader_fd(p->bufs[i]->readers[j]), .events = POLLIN };
+	return n;
+}
+
+int bpfprog_deliver(struct bpfprog *p)
+{
+	return p ? deliver(p) : 0;
+}
+
+/* The tools not yet run by the runner poll one program themselves. */
+int bpfprog_poll(struct bpfprog *p, int timeout_ms)
+{
+	struct pollfd fds[MAX_CPUS];
+	int n = bpfprog_pollfds(p, fds, MAX_CPUS);
+
 	if (poll(fds, (nfds_t)n, timeout_ms) < 0 && errno != EINTR)
 		return -1;
-	/* also what sits below a buffer's wakeup mark, and the ring */
 	return deliver(p);
 }
 

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -65,11 +66,16 @@ int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event
  */
 int bpfprog_open_ring_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx);
 /*
- * Waits up to timeout_ms for a perf buffer's wakeup, then delivers everything buffered.
- * Returns 0, or -1 on a real error.
+ * The fds to poll for a perf buffer's wakeup (at most max); returns how many. The
+ * ring buffer has none: it is read at every bpfprog_deliver().
  */
+int bpfprog_pollfds(struct bpfprog *p, struct pollfd *fds, int max);
+/*
+ * Delivers everything buffered to the callbacks: also records below a perf
+ * buffer's wakeup mark, and the ring. Returns 0, or -1 when the ring is corrupt.
+ */
+int bpfprog_deliver(struct bpfprog *p);
 int bpfprog_poll(struct bpfprog *p, int timeout_ms);
-/* Delivers everything still buffered, without waiting. */
 void bpfprog_drain(struct bpfprog *p);
 /*
  * Records lost on the way out: the perf buffers' lost counts, or (larger, because the

@@ -48,7 +48,7 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-void lifecycle_start(unsigned duration_s)
+void lifecycle_install_signals(void)
 {
 	struct sigaction sa;
 
@@ -62,6 +62,11 @@ void lifecycle_start(unsigned duration_s)
 	sigaction(SIGHUP, &sa, NULL);
 	/* a closed stdout (| head) becomes a write error we notice, not a silent death */
 	signal(SIGPIPE, SIG_IGN);
+}
+
+void lifecycle_start(unsigned duration_s)
+{
+	lifecycle_install_signals();
 	deadline_ns = duration_s ? time_mono_ns() + (uint64_t)duration_s * 1000000000ull : 0;
 }
 

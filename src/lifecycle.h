@@ -11,6 +11,8 @@
 
 /* Returns 0, or -1 after saying which privileges are missing. */
 int lifecycle_check_privileges(void);
+/* SIGINT, SIGTERM and SIGHUP end the run (lifecycle_signal); SIGPIPE becomes a write error. */
+void lifecycle_install_signals(void);
 /* Installs the signal handlers and starts the --duration clock (0: none). */
 void lifecycle_start(unsigned duration_s);
 /*

@@ -102,6 +102,9 @@ static int handle_common(struct common_opts *c, int id, const char *arg)
 	case OPT_EBPF:
 		c->print_ebpf = true;
 		return 1;
+	case OPT_FIELDS:
+		c->print_fields = true;
+		return 1;
 	case OPT_VERBOSE:
 		log_verbose = true;
 		return 1;

@@ -25,6 +25,7 @@ enum {
 	OPT_VERSION = 'V',
 	OPT_KHEADERS = 1000,
 	OPT_EBPF,
+	OPT_FIELDS,
 	OPT_TOOL_BASE = 1100, /* tools number their own long-only options from here */
 };
 
@@ -34,12 +35,16 @@ enum {
 #define OPT_ENTRY_JSON { OPT_JSON, 'j', "json", NULL, "print one JSON object per line" }
 #define OPT_ENTRY_KHEADERS { OPT_KHEADERS, 0, "kernel-headers", "DIR", "compile against the kernel headers in DIR" }
 #define OPT_ENTRY_EBPF { OPT_EBPF, 0, "ebpf", NULL, "print the BPF program text and exit" }
+#define OPT_ENTRY_FIELDS { OPT_FIELDS, 0, "fields", NULL, "list the fields of every record it prints and exit" }
 #define OPT_ENTRY_VERBOSE { OPT_VERBOSE, 'v', "verbose", NULL, "say more on stderr about what is attached and why" }
 #define OPT_ENTRY_HELP { OPT_HELP, 'h', "help", NULL, "show this help and exit" }
 #define OPT_ENTRY_VERSION { OPT_VERSION, 'V', "version", NULL, "show the version and exit" }
 #define OPT_END { 0, 0, NULL, NULL, NULL }
 
 /* How every BPF tool's table ends, in the order --help and the man pages list them. */
+#define OPT_ENTRIES_TRACKER_TAIL                                                          \
+	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_KHEADERS, OPT_ENTRY_EBPF, \
+		OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
 #define OPT_ENTRIES_BPF_TOOL_TAIL                                                            \
 	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_KHEADERS, OPT_ENTRY_EBPF, \
 		OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
@@ -62,6 +67,7 @@ struct common_opts {
 	bool json;
 	const char *kernel_headers;
 	bool print_ebpf;
+	bool print_fields;
 };
 
 /* Returns 0 when a handled option parsed, -1 after printing a usage error. */

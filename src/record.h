@@ -1,0 +1,56 @@
+/*
+ * The fields every record shares, with one meaning in every tool: pid/tid are host
+ * ids, container_pid/container_tid the ids in the target's own PID namespace (equal
+ * to the host ids when it has none), comm, thread_name where the target is Python,
+ * time, env. And a program's counters as summary fields.
+ */
+#ifndef PYEBPF_RECORD_H
+#define PYEBPF_RECORD_H
+
+#include <jansson.h>
+#include <linux/types.h>
+
+#include "bpfprog.h"
+#include "pyebpf.h"
+#include "schema.h"
+
+/* Common fields; col: position among the columns (0: JSON only). */
+#define FIELD_PID(col) { "pid", FIELD_INT, NULL, "host process id", col, "PID", 7, NULL }
+#define FIELD_TID(col) { "tid", FIELD_INT, NULL, "host thread id", col, "TID", 7, NULL }
+#define FIELD_CONTAINER_PID                                                                   \
+	{ "container_pid", FIELD_INT, NULL,                                                   \
+	  "process id in its own PID namespace (equal to pid outside containers)", 0, NULL, 0, NULL }
+#define FIELD_CONTAINER_TID                                                                   \
+	{ "container_tid", FIELD_INT, NULL,                                                   \
+	  "thread id in its own PID namespace (equal to tid outside containers)", 0, NULL, 0, NULL }
+#define FIELD_COMM(col) { "comm", FIELD_STR, NULL, "the thread's comm at the time", col, "COMM", -15, NULL }
+#define FIELD_THREAD_NAME(col) \
+	{ "thread_name", FIELD_STR, NULL, "the Python thread's name (else its comm)", col, "THREAD", -16, NULL }
+#define FIELD_TIME(col) { "time", FIELD_TIME, NULL, "wall-clock time, UTC, ISO 8601 with microseconds", col, "TIME", -27, NULL }
+
+/* What did not reach the output: records lost in full buffers, runs skipped by the kernel. */
+#define FIELD_LOST { "lost", FIELD_INT, NULL, "records lost because an output buffer was full", 0, NULL, 0, NULL }
+#define FIELD_MISSED \
+	{ "missed", FIELD_INT, NULL, "program runs the kernel skipped (recursion: another BPF program ran)", 0, NULL, 0, NULL }
+
+/* pid, tid, container_pid, container_tid, comm from h; all null when h->pid is 0 (unknown). */
+void record_set_task(json_t *o, const struct task_head *h);
+/* "time" from a bpf_ktime_get_ns() value. */
+void record_set_time(json_t *o, __u64 ts_ns);
+
+/* "lost" and "missed" of p. */
+void record_set_losses(json_t *o, struct bpfprog *p);
+
+/* A program's counters (pyebpf.h): their names and meanings, from its X-macro list. */
+struct counter_name {
+	unsigned id;
+	const char *name;
+	const char *meaning;
+};
+#define PYEBPF_COUNTER_NAME(id, name, meaning) { id, name, meaning },
+#define PYEBPF_COUNTER_FIELD(id, name, meaning) { name, FIELD_INT, NULL, meaning, 0, NULL, 0, NULL },
+
+/* Each counter of names (ending with a NULL name), summed over CPUs, as a field. */
+void record_set_counters(json_t *o, struct bpfprog *p, const struct counter_name *names);
+
+#endif

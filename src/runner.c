@@ -1,0 +1,132 @@
+#include "runner.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lifecycle.h"
+#include "log.h"
+#include "out.h"
+
+#define MAX_POLLFDS 4096
+
+static int print_texts(struct tracker *const *trackers, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->text)
+			bpfprog_print_text(stdout, trackers[i]->text, &trackers[i]->cflags);
+	return EXIT_OK;
+}
+
+/* The shortest time any tracker lets a buffered record wait, and no later than the deadline. */
+static int poll_timeout_ms(struct tracker *const *trackers, int n, uint64_t deadline_ns)
+{
+	int ms = 1000;
+	uint64_t now;
+
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->poll_ms < ms)
+			ms = trackers[i]->poll_ms;
+	if (!deadline_ns)
+		return ms;
+	now = time_mono_ns();
+	if (now >= deadline_ns)
+		return 0;
+	return (deadline_ns - now) / 1000000 < (uint64_t)ms ? (int)((deadline_ns - now) / 1000000) + 1 : ms;
+}
+
+/* Waits for a wakeup of any tracker's perf buffers, then delivers every tracker's records. */
+static int poll_all(struct tracker *const *trackers, int n, int timeout_ms)
+{
+	static struct pollfd fds[MAX_POLLFDS];
+	int nfds = 0;
+
+	for (int i = 0; i < n; i++)
+		nfds += bpfprog_pollfds(trackers[i]->prog, fds + nfds, MAX_POLLFDS - nfds);
+	if (poll(fds, (nfds_t)nfds, timeout_ms) < 0 && errno != EINTR) {
+		log_error("polling the BPF output buffers failed: %s", strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		if (bpfprog_deliver(trackers[i]->prog) < 0) {
+			log_error("%s: reading the ring buffer failed", trackers[i]->ops->name);
+			return -1;
+		}
+	return 0;
+}
+
+static bool all_done(struct tracker *const *trackers, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!trackers[i]->done)
+			return false;
+	return true;
+}
+
+static int loop(struct tracker *const *trackers, int n, uint64_t deadline_ns, struct sink *sink)
+{
+	while (!lifecycle_signal() && sink_status(sink) == 0) {
+		uint64_t now;
+
+		if (poll_all(trackers, n, poll_timeout_ms(trackers, n, deadline_ns)))
+			return -1;
+		now = time_mono_ns();
+		for (int i = 0; i < n; i++)
+			if (trackers[i]->ops->tick && trackers[i]->ops->tick(trackers[i], now))
+				return -1;
+		if (all_done(trackers, n) || (deadline_ns && now >= deadline_ns))
+			break;
+	}
+	return 0;
+}
+
+static void say_started(struct tracker *const *trackers, int n)
+{
+	for (int i = 0; i < n; i++)
+		log_info("%s%s", trackers[i]->banner, i == n - 1 ? " Hit Ctrl-C to end." : "");
+}
+
+int runner_run(struct tracker *const *trackers, int n, const struct common_opts *common)
+{
+	struct sink *sink = n ? trackers[0]->sink : NULL;
+	uint64_t deadline_ns = 0;
+	int rc = EXIT_RUNTIME;
+
+	if (common->print_fields) {
+		schema_print_header(stdout);
+		for (int i = 0; i < n; i++)
+			schema_print(stdout, trackers[i]->ops->schemas);
+		return EXIT_OK;
+	}
+	if (!common->print_ebpf && lifecycle_check_privileges())
+		return EXIT_RUNTIME;
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->ops->prepare(trackers[i]))
+			return EXIT_RUNTIME;
+	if (common->print_ebpf)
+		return print_texts(trackers, n);
+
+	for (int i = 0; i < n; i++) {
+		struct tracker *t = trackers[i];
+		if (t->text && !(t->prog = bpfprog_compile(t->text, &t->cflags, common->kernel_headers)))
+			return EXIT_RUNTIME;
+	}
+	/* signals before attaching: a Ctrl-C during start still ends the run cleanly */
+	lifecycle_install_signals();
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->ops->start(trackers[i]))
+			return EXIT_RUNTIME;
+	if (common->duration_s)
+		deadline_ns = time_mono_ns() + (uint64_t)common->duration_s * 1000000000ull;
+	say_started(trackers, n);
+
+	if (loop(trackers, n, deadline_ns, sink) == 0)
+		rc = EXIT_OK;
+	for (int i = 0; i < n; i++)
+		bpfprog_deliver(trackers[i]->prog);
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->ops->finish)
+			trackers[i]->ops->finish(trackers[i]);
+	return rc;
+}

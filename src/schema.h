@@ -1,0 +1,64 @@
+/*
+ * Record schemas: one field table per metric. It is the single description of a
+ * record: the column header and widths, the JSON keys and their order, --fields
+ * (which the man pages' FIELDS sections are checked against), and the table
+ * definitions of database sinks.
+ */
+#ifndef PYEBPF_SCHEMA_H
+#define PYEBPF_SCHEMA_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+enum field_type {
+	FIELD_STR,    /* UTF-8 text (repaired from target bytes) */
+	FIELD_INT,    /* signed 64-bit */
+	FIELD_REAL,   /* a number with fractions */
+	FIELD_BOOL,
+	FIELD_TIME,   /* ISO 8601 UTC with microseconds, as a string */
+	FIELD_ARRAY,  /* a JSON array (stacks, lists) */
+	FIELD_OBJECT, /* a JSON object */
+};
+
+struct field {
+	const char *name;    /* JSON key */
+	enum field_type type;
+	const char *unit;    /* "ms", "us", "bytes", ...; NULL when it has none */
+	const char *meaning; /* one line */
+	/* In the columns output: position from 1 (0: JSON only), title, width (negative: left-aligned). */
+	int col;
+	const char *header;
+	int width;
+	const char *fmt;     /* printf format of a column value (NULL: by type); "%" suffix allowed */
+};
+
+enum schema_kind {
+	SCHEMA_EVENT,   /* one record per thing that happened (man FIELDS documents these) */
+	SCHEMA_ROW,     /* a row of a periodic or end-of-run table */
+	SCHEMA_SUMMARY, /* the end-of-run counts */
+};
+
+struct schema {
+	const char *metric;          /* the records' "metric" value */
+	enum schema_kind kind;
+	const struct field *fields;  /* in JSON key order, ending with a NULL name */
+};
+
+/* The common fields, one meaning in every tool (see pyebpf(7), RECORDS). */
+#define FIELD_METRIC { "metric", FIELD_STR, NULL, "what the record is", 0, NULL, 0, NULL }
+#define FIELD_ENV { "env", FIELD_STR, NULL, "the -e tag, when given", 0, NULL, 0, NULL }
+#define FIELD_END { NULL, 0, NULL, NULL, 0, NULL, 0, NULL }
+
+/*
+ * Checks that obj's keys are the schema's fields, in its order (some may be absent;
+ * "env" may follow anywhere). Returns NULL, or the first key that does not fit.
+ */
+const char *schema_misfit(const struct schema *s, json_t *obj);
+/* Columns in order: fills cols (at most max) with the fields that are columns. */
+int schema_columns(const struct schema *s, const struct field **cols, int max);
+/* --fields: a header line, then one line per field: metric, kind, name, type, unit, meaning. */
+void schema_print_header(FILE *f);
+void schema_print(FILE *f, const struct schema *const *schemas);
+const char *field_type_name(enum field_type t);
+
+#endif

@@ -1,0 +1,36 @@
+#include "tool.h"
+
+#include "log.h"
+#include "runner.h"
+#include "sink.h"
+
+static int on_option(int id, const char *arg, void *ctx)
+{
+	struct tracker *t = ctx;
+
+	return t->ops->option ? t->ops->option(t, id, arg) : -1;
+}
+
+int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int argc, char **argv)
+{
+	struct common_opts common = { 0 };
+	struct tracker *t = tracker_new(ops, &common);
+	int rc = EXIT_RUNTIME;
+
+	if (!t)
+		return EXIT_RUNTIME;
+	if (opts_parse(doc, ops->options, argc, argv, &common, on_option, t) < 0 ||
+	    (ops->check && ops->check(t))) {
+		tracker_free(t);
+		return EXIT_USAGE;
+	}
+	t->sink = sink_stdout_open(common.json, common.env);
+	if (t->sink)
+		rc = runner_run(&t, 1, &common);
+	/* results that could not be written make the run a failure */
+	if (sink_close(t->sink) && rc == EXIT_OK)
+		rc = EXIT_RUNTIME;
+	t->sink = NULL;
+	tracker_free(t);
+	return rc;
+}

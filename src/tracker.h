@@ -1,0 +1,66 @@
+/*
+ * A tracker is one kind of tracing: its options, its BPF text, what it attaches,
+ * how it decodes records, its tables and summary. It keeps all of its state in its
+ * own struct (which begins with struct tracker), so several trackers, or several
+ * instances of one, run in one process under one runner (runner.h).
+ *
+ * The runner calls, in this order: init, option (per option), check, prepare; then
+ * compiles text with cflags (when prepare set text), calls start, then tick after
+ * every poll until the run ends, drains the buffers, calls finish and destroy.
+ */
+#ifndef PYEBPF_TRACKER_H
+#define PYEBPF_TRACKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bpfprog.h"
+#include "opts.h"
+#include "schema.h"
+#include "sink.h"
+
+struct tracker;
+
+struct tracker_ops {
+	const char *name;                    /* e.g. "tcphandshake" */
+	size_t size;                         /* of the tracker's struct */
+	const struct opt *options;           /* its option table, the shared tail included */
+	const struct schema *const *schemas; /* every record it emits, NULL-terminated */
+	/* Defaults. */
+	void (*init)(struct tracker *t);
+	/* One of its options (id from its option table); 0, or -1 after a usage error. */
+	int (*option)(struct tracker *t, int id, const char *arg);
+	/* After all options: 0, or -1 after a usage error (the tool exits 2). */
+	int (*check)(struct tracker *t);
+	/*
+	 * Inspects targets and sets text and cflags (text stays NULL for a tracker
+	 * without BPF). 0, or -1 after an error message.
+	 */
+	int (*prepare)(struct tracker *t);
+	/* prog is compiled (or NULL without text): fill maps, open buffers, attach, set banner. */
+	int (*start)(struct tracker *t);
+	/* After every poll, with CLOCK_MONOTONIC now: refresh targets, print -i tables. -1: fatal. */
+	int (*tick)(struct tracker *t, uint64_t now_ns);
+	/* Everything is drained: end-of-run tables and the summary. */
+	void (*finish)(struct tracker *t);
+	void (*destroy)(struct tracker *t);
+};
+
+struct tracker {
+	const struct tracker_ops *ops;
+	const struct common_opts *common; /* -p, -e, -j, --kernel-headers of the run */
+	struct sink *sink;                /* where its records go */
+	const char *text;                 /* its BPF text, set by prepare */
+	struct cflags cflags;             /* -D options for the compile, set by prepare */
+	struct bpfprog *prog;             /* compiled from text by the runner */
+	int poll_ms;                      /* the longest a buffered record may wait (default 100) */
+	bool done;                        /* every target it traced has exited */
+	char banner[160];                 /* what start says it traces, e.g. "Tracing TCP handshakes." */
+};
+
+/* A new tracker of ops with its defaults (init), or NULL when out of memory. */
+struct tracker *tracker_new(const struct tracker_ops *ops, const struct common_opts *common);
+/* destroy, then the parts every tracker has. */
+void tracker_free(struct tracker *t);
+
+#endif

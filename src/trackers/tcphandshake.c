@@ -1,0 +1,263 @@
+/*
+ * The tcphandshake tracker: TCP connect and accept handshake latency, outcome and
+ * srtt, per process, from tracepoints only (no kprobes: see pyebpf(7)).
+ */
+#include <bcc/libbpf.h>
+#include <linux/types.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "inetfmt.h"
+#include "kbtf.h"
+#include "log.h"
+#include "out.h"
+#include "pidwatch.h"
+#include "pyebpf_bpf.h"
+#include "record.h"
+#include "tcphandshake.h"
+#include "tracker.h"
+
+extern const char tcphandshake_bpf_text[];
+
+/* Ring buffer pages (the kernel does not wake us: the runner reads it every poll_ms). */
+enum { RING_PAGES = 256 };
+
+enum { OPT_MIN_US = OPT_TOOL_BASE, OPT_PORT, OPT_IPV4 = '4', OPT_IPV6 = '6' };
+
+static const struct opt options[] = {
+	OPT_ENTRY_PID,
+	{ OPT_MIN_US, 0, "min-us", "US", "only successful handshakes slower than US microseconds" },
+	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
+	{ OPT_IPV4, '4', "ipv4", NULL, "IPv4 only" },
+	{ OPT_IPV6, '6', "ipv6", NULL, "IPv6 only" },
+	OPT_ENTRIES_TRACKER_TAIL,
+};
+
+/* tcp_connect and tcp_accept records have the same fields. */
+static const struct field handshake_fields[] = {
+	{ "metric", FIELD_STR, NULL, "tcp_connect (this host connected) or tcp_accept (it accepted)", 2, "METRIC", -11, NULL },
+	FIELD_PID(3),
+	FIELD_TID(0),
+	FIELD_CONTAINER_PID,
+	FIELD_CONTAINER_TID,
+	FIELD_COMM(4),
+	{ "family", FIELD_STR, NULL, "ipv4 or ipv6", 0, NULL, 0, NULL },
+	{ "src_ip", FIELD_STR, NULL, "the connecting side's address", 5, "SRC", 15, NULL },
+	{ "src_port", FIELD_INT, NULL, "the connecting side's port", 6, "SPORT", 5, NULL },
+	{ "dst_ip", FIELD_STR, NULL, "the accepting side's address", 7, "DST", 15, NULL },
+	{ "dst_port", FIELD_INT, NULL, "the accepting side's port", 8, "DPORT", 5, NULL },
+	{ "handshake_us", FIELD_INT, "us", "SYN sent (or first SYN seen) to ESTABLISHED; null when unknown", 9, "HS_US", 9, NULL },
+	{ "srtt_us", FIELD_INT, "us", "the kernel's smoothed round-trip time at the end; null when none", 10, "SRTT_US", 8, NULL },
+	{ "accept_queue_ms", FIELD_REAL, "ms", "accept: ESTABLISHED to the application's accept()", 11, "ACCQ_MS", 8, NULL },
+	{ "outcome", FIELD_STR, NULL, "success, refused, timeout or unaccepted", 12, "OUTCOME", -10, NULL },
+	FIELD_TIME(1),
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field summary_fields[] = {
+	FIELD_METRIC,
+	{ "events", FIELD_INT, NULL, "records printed", 0, NULL, 0, NULL },
+	FIELD_LOST,
+	FIELD_MISSED,
+	TCPHS_COUNTERS(PYEBPF_COUNTER_FIELD)
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct counter_name counters[] = { TCPHS_COUNTERS(PYEBPF_COUNTER_NAME) { 0, NULL, NULL } };
+
+static const struct schema connect_schema = { "tcp_connect", SCHEMA_EVENT, handshake_fields };
+static const struct schema accept_schema = { "tcp_accept", SCHEMA_EVENT, handshake_fields };
+static const struct schema summary_schema = { "tcphandshake_summary", SCHEMA_SUMMARY, summary_fields };
+static const struct schema *const schemas[] = { &connect_schema, &accept_schema, &summary_schema, NULL };
+
+struct tcphandshake {
+	struct tracker base;
+	unsigned long min_us, port;
+	int family;
+	unsigned long long events;
+	struct pidwatch targets;
+};
+
+static int option(struct tracker *t, int id, const char *arg)
+{
+	struct tcphandshake *h = (struct tcphandshake *)t;
+
+	switch (id) {
+	case OPT_MIN_US:
+		return opts_parse_ulong("min-us", arg, 0, 3600000000ul, &h->min_us);
+	case OPT_PORT:
+		return opts_parse_ulong("port", arg, 1, 65535, &h->port);
+	case OPT_IPV4:
+	case OPT_IPV6:
+		if (h->family)
+			return opts_usage_error("-4 and -6 exclude each other");
+		h->family = id == OPT_IPV4 ? AF_INET : AF_INET6;
+		return 0;
+	}
+	return -1;
+}
+
+/* Kernel struct offsets (from BTF) and settings, as the BPF text's -D options. */
+static int prepare(struct tracker *t)
+{
+	struct tcphandshake *h = (struct tcphandshake *)t;
+	struct cflags *cf = &t->cflags;
+	struct kbtf *b = kbtf_open();
+	int r = -1;
+
+	if (!b)
+		return -1;
+	if (pyebpf_bpf_cflags(b, cf, t->common) ||
+	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_SRTT_US", "tcp_sock", "srtt_us") ||
+	    kbtf_offset_cflag(b, cf, "OFF_SK_BUFF_DATA", "sk_buff", "data"))
+		goto out;
+	if (h->port)
+		cflags_add(cf, "-DPORT=%lu", h->port);
+	if (h->family)
+		cflags_add(cf, "-DFAMILY=%d", h->family);
+	if (h->min_us)
+		cflags_add(cf, "-DMIN_NS=%lluull", (unsigned long long)h->min_us * 1000);
+	/*
+	 * One 1 MiB ring for all CPUs: events come out in the order they happened (the
+	 * connect and accept of one connection run on different CPUs), and a storm of
+	 * 20000 connections a second (40000 records of 112 bytes) fills less than half of
+	 * it between two reads.
+	 */
+	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
+	t->text = tcphandshake_bpf_text;
+	r = 0;
+out:
+	kbtf_close(b);
+	return r;
+}
+
+static const char *outcome_name(unsigned outcome)
+{
+	switch (outcome) {
+	case TCPHS_SUCCESS:
+		return "success";
+	case TCPHS_REFUSED:
+		return "refused";
+	case TCPHS_TIMEOUT:
+		return "timeout";
+	case TCPHS_UNACCEPTED:
+		return "unaccepted";
+	}
+	return "unknown";
+}
+
+static void int_or_null(json_t *o, const char *key, json_int_t v, int known)
+{
+	json_object_set_new(o, key, known ? json_integer(v) : json_null());
+}
+
+static void emit(struct tcphandshake *h, const struct tcphs_event *ev)
+{
+	char local[INET6_ADDRSTRLEN], remote[INET6_ADDRSTRLEN];
+	int accept = ev->kind == TCPHS_ACCEPT;
+	json_t *o = json_object();
+
+	inet_format(ev->family, ev->saddr, local, sizeof(local));
+	inet_format(ev->family, ev->daddr, remote, sizeof(remote));
+	json_set_str(o, "metric", accept ? "tcp_accept" : "tcp_connect");
+	record_set_task(o, &ev->task);
+	json_set_str(o, "family", ev->family == AF_INET6 ? "ipv6" : "ipv4");
+	/* src is the side that connected, dst the side that accepted */
+	json_set_str(o, "src_ip", accept ? remote : local);
+	json_set_int(o, "src_port", accept ? ev->dport : ev->sport);
+	json_set_str(o, "dst_ip", accept ? local : remote);
+	json_set_int(o, "dst_port", accept ? ev->sport : ev->dport);
+	int_or_null(o, "handshake_us", (json_int_t)(ev->handshake_ns / 1000), ev->handshake_ns != 0);
+	int_or_null(o, "srtt_us", ev->srtt_us, ev->srtt_us != 0);
+	if (accept && ev->outcome == TCPHS_SUCCESS)
+		json_set_real(o, "accept_queue_ms", (double)ev->accept_queue_ns / 1e6);
+	else
+		json_object_set_new(o, "accept_queue_ms", json_null());
+	json_set_str(o, "outcome", outcome_name(ev->outcome));
+	record_set_time(o, ev->task.ts_ns);
+	sink_record(h->base.sink, accept ? &accept_schema : &connect_schema, o);
+	h->events++;
+}
+
+static void on_event(void *ctx, void *data, int size)
+{
+	if (size >= (int)sizeof(struct tcphs_event))
+		emit(ctx, data);
+}
+
+static int start(struct tracker *t)
+{
+	struct tcphandshake *h = (struct tcphandshake *)t;
+	struct bpfprog *p = t->prog;
+
+	pidwatch_init(&h->targets, t->common->pids, t->common->npids);
+	snprintf(t->banner, sizeof(t->banner), "Tracing TCP handshakes.");
+	return pyebpf_bpf_set_pids(p, t->common) || bpfprog_open_ring_buffer(p, "events", on_event, h) ||
+	       bpfprog_attach_tracepoint(p, "sock", "inet_sock_set_state") ||
+	       bpfprog_attach_tracepoint(p, "tcp", "tcp_receive_reset") ||
+	       bpfprog_attach_tracepoint(p, "net", "netif_receive_skb") ||
+	       bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_accept4") ||
+	       bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_accept");
+}
+
+static int tick(struct tracker *t, uint64_t now_ns)
+{
+	struct tcphandshake *h = (struct tcphandshake *)t;
+
+	t->done = pidwatch_all_gone(&h->targets, now_ns);
+	return 0;
+}
+
+static bool pid_wanted(const struct common_opts *c, __u32 pid)
+{
+	for (int i = 0; i < c->npids; i++)
+		if ((__u32)c->pids[i] == pid)
+			return true;
+	return c->npids == 0;
+}
+
+/* Connections still waiting in an accept queue when tracing stops (pid: the listener's). */
+static void report_unaccepted(struct tcphandshake *h)
+{
+	int fd = bpfprog_table_fd(h->base.prog, "accept_queue");
+	__u64 key, next, *prev = NULL;
+	struct tcphs_event ev;
+
+	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_lookup_elem(fd, &key, &ev) == 0 && pid_wanted(h->base.common, ev.task.pid)) {
+			ev.outcome = TCPHS_UNACCEPTED;
+			ev.task.ts_ns = time_mono_ns();
+			emit(h, &ev);
+		}
+	}
+}
+
+static void finish(struct tracker *t)
+{
+	struct tcphandshake *h = (struct tcphandshake *)t;
+	json_t *sum = json_object();
+
+	report_unaccepted(h);
+	json_set_str(sum, "metric", summary_schema.metric);
+	json_set_int(sum, "events", (json_int_t)h->events);
+	record_set_losses(sum, t->prog);
+	record_set_counters(sum, t->prog, counters);
+	sink_summary(t->sink, &summary_schema, sum);
+}
+
+const struct tracker_ops tcphandshake_tracker = {
+	.name = "tcphandshake",
+	.size = sizeof(struct tcphandshake),
+	.options = options,
+	.schemas = schemas,
+	.option = option,
+	.prepare = prepare,
+	.start = start,
+	.tick = tick,
+	.finish = finish,
+};
