@@ -87,6 +87,8 @@ class Tool:
         self.stdout = self.spool.read().decode()
         self.spool.close()
         self.stderr = getattr(self, "_early_stderr", b"").decode() + err.decode()
+        # a record whose keys its schema does not list is a bug of the tool
+        assert "not in its schema" not in self.stderr, self.stderr[-2000:]
         return self
 
     def events(self, metric=None):

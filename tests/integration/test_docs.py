@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, help_options, man_options, man_sections, tool_path
+from conftest import ROOT, help_options, man_fields, man_options, man_sections, run, tool_path
 
 TOOLS = sorted(f[:-2] for f in os.listdir(os.path.join(ROOT, "tools")) if f.endswith(".c"))
 SECTIONS = ["NAME", "SYNOPSIS", "DESCRIPTION", "REQUIREMENTS", "OPTIONS", "EXAMPLES", "FIELDS",
@@ -32,3 +32,26 @@ def test_example_file_exists_with_real_output(tool):
         text = f.read()
     assert "# " + tool in text or "#" + tool in text or tool in text.splitlines()[0]
     assert len(text.splitlines()) > 10
+
+
+def schema_fields(tool):
+    """{(metric, kind, field)} as TOOL --fields lists its record schemas."""
+    out = run([tool_path(tool), "--fields"], check=False)
+    if out.returncode != 0:
+        pytest.skip("%s has no --fields yet (not on the tracker interface)" % tool)
+    lines = out.stdout.splitlines()
+    assert lines[0].split("\t") == ["METRIC", "KIND", "FIELD", "TYPE", "UNIT", "MEANING"]
+    rows = [l.split("\t") for l in lines[1:]]
+    assert rows and all(len(r) == 6 and r[5] for r in rows), "every field has a meaning"
+    return {(r[0], r[1], r[2]) for r in rows}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_man_fields_agree_with_the_schemas(tool):
+    """FIELDS documents every field of every event record, and only fields that exist."""
+    fields = schema_fields(tool)
+    documented = man_fields(tool)
+    events = {f for _, kind, f in fields if kind == "event"}
+    assert events <= documented, "%s.8 FIELDS lacks %s" % (tool, sorted(events - documented))
+    known = {f for _, _, f in fields}
+    assert documented <= known, "%s.8 FIELDS has fields no record has: %s" % (tool, sorted(documented - known))
