@@ -61,6 +61,7 @@ static int add_pids(struct common_opts *c, const char *arg)
 {
 	char buf[1024], *tok, *save = NULL;
 	unsigned long pid;
+	int added = 0;
 
 	if (strlen(arg) >= sizeof(buf))
 		return opts_usage_error("invalid --pid '%s': too long", arg);
@@ -73,7 +74,11 @@ static int add_pids(struct common_opts *c, const char *arg)
 		if (kill((pid_t)pid, 0) && errno == ESRCH)
 			return opts_usage_error("no process with pid %lu", pid);
 		c->pids[c->npids++] = (pid_t)pid;
+		added++;
 	}
+	/* `-p "$(pgrep x)"` finding nothing must not trace the whole host */
+	if (!added)
+		return opts_usage_error("invalid --pid '%s': no process id in it", arg);
 	return 0;
 }
 
