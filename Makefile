@@ -80,6 +80,13 @@ $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libpyebpf.a
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcmocka $(PKG_LIBS) -lelf -lz -lm
 
+# Test programs that run trackers in one process (tests/integration/*.c).
+TEST_PROGS := $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/*.c))
+$(BUILD)/tests/%: tests/integration/%.c $(BUILD)/libpyebpf.a
+	$(call say,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
+
 # The README's test command: installs what is missing, builds, runs every test.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all unit
@@ -88,7 +95,7 @@ check: deps
 unit: $(UNIT_TESTS:%=$(BUILD)/unit/%)
 	$(Q)set -e; for t in $^; do echo "== $$t"; $$t; done
 
-integration: all
+integration: all $(TEST_PROGS:%=$(BUILD)/tests/%)
 	$(Q)PYEBPF_BUILD=$(abspath $(BUILD)) $(PYTEST) -ra tests/integration
 
 demo: deps

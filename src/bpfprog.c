@@ -120,6 +120,7 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 {
 	struct kheaders kh;
 	struct bpfprog *p;
+	char *users_source;
 	int saved_stdout;
 
 	if (tracefs_ensure())
@@ -134,6 +135,9 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 		kheaders_release(&kh);
 		return NULL;
 	}
+	/* the user's own value comes back afterwards: the next compile must find it, not our temp dir */
+	users_source = getenv("BCC_KERNEL_SOURCE");
+	users_source = users_source ? strdup(users_source) : NULL;
 	setenv("BCC_KERNEL_SOURCE", kh.dir, 1);
 
 	/* libbcc prints some diagnostics on stdout, which carries results only */
@@ -147,6 +151,11 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 		dup2(saved_stdout, STDOUT_FILENO);
 		close(saved_stdout);
 	}
+	if (users_source)
+		setenv("BCC_KERNEL_SOURCE", users_source, 1);
+	else
+		unsetenv("BCC_KERNEL_SOURCE");
+	free(users_source);
 	kheaders_release(&kh);
 	/* LLVM frees most of what it used to compile; give it back to the system */
 	malloc_trim(0);

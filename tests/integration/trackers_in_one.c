@@ -1,0 +1,95 @@
+/*
+ * trackers_in_one: several trackers in one process, through the one runner, for the
+ * integration tests (test_trackers_in_one.py).
+ *
+ *   trackers_in_one TRACKER [OPTIONS] [-- TRACKER [OPTIONS]]...
+ *
+ * Each tracker takes its own tool's options; the first one's -j, -e and -d decide
+ * for the whole run (one sink, one duration).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "runner.h"
+#include "sink.h"
+
+extern const struct tracker_ops tcphandshake_tracker;
+
+static const struct tracker_ops *const known[] = { &tcphandshake_tracker };
+
+enum { MAX_TRACKERS = 8 };
+
+static const struct tracker_ops *find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcmp(known[i]->name, name))
+			return known[i];
+	return NULL;
+}
+
+static int on_option(int id, const char *arg, void *ctx)
+{
+	struct tracker *t = ctx;
+
+	return t->ops->option ? t->ops->option(t, id, arg) : -1;
+}
+
+/* argv[0] names the tracker, the rest are its options. */
+static struct tracker *parse(int argc, char **argv, struct common_opts *common)
+{
+	const struct tracker_ops *ops = find(argv[0]);
+	struct tool_doc doc = { .name = argv[0], .summary = "one of the trackers" };
+	struct tracker *t;
+
+	if (!ops) {
+		fprintf(stderr, "trackers_in_one: no tracker '%s'\n", argv[0]);
+		return NULL;
+	}
+	if (!(t = tracker_new(ops, common)))
+		return NULL;
+	if (opts_parse(&doc, ops->options, argc, argv, common, on_option, t) < 0 ||
+	    (ops->check && ops->check(t))) {
+		tracker_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+int main(int argc, char **argv)
+{
+	static struct common_opts common[MAX_TRACKERS];
+	struct tracker *trackers[MAX_TRACKERS];
+	struct sink *sink;
+	int n = 0, rc = EXIT_USAGE;
+
+	for (int i = 1; i < argc && n < MAX_TRACKERS;) {
+		int end = i;
+
+		while (end < argc && strcmp(argv[end], "--"))
+			end++;
+		argv[end < argc ? end : argc] = NULL;
+		if (!(trackers[n] = parse(end - i, argv + i, &common[n])))
+			goto out;
+		n++;
+		i = end + 1;
+	}
+	log_progname = "trackers_in_one";
+	if (!n) {
+		fprintf(stderr, "usage: trackers_in_one TRACKER [OPTIONS] [-- TRACKER [OPTIONS]]...\n");
+		return EXIT_USAGE;
+	}
+	sink = sink_stdout_open(common[0].json, common[0].env);
+	rc = EXIT_RUNTIME;
+	if (sink) {
+		for (int i = 0; i < n; i++)
+			trackers[i]->sink = sink;
+		rc = runner_run(trackers, n, &common[0]);
+		if (sink_close(sink) && rc == EXIT_OK)
+			rc = EXIT_RUNTIME;
+	}
+out:
+	for (int i = 0; i < n; i++)
+		tracker_free(trackers[i]);
+	return rc;
+}
