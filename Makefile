@@ -103,9 +103,11 @@ demo: deps
 	$(Q)tests/targets/demo.sh $(BUILD)
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 0755 $(TOOLS:%=$(BUILD)/%) $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0644 $(wildcard man/man8/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 0644 $(wildcard man/man7/*.7) $(DESTDIR)$(PREFIX)/share/man/man7/
 
 # Quick when everything is there: apt runs only for what is missing.
 deps:

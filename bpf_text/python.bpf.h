@@ -6,10 +6,10 @@
  * in userspace.
  *
  * Finding the tstate: on x86_64 glibc tstate->thread_id == pthread_self() == the
- * task's fsbase (facts.md 2.3), so the walker matches task->thread.fsbase against the
- * interpreter's thread list. That also finds threads that released the GIL and
- * threads started after the tool, on every version; a per-tid cache makes it one read
- * on later samples.
+ * thread pointer == the task's fsbase, so the walker matches task->thread.fsbase
+ * against the interpreter's thread list. That also finds threads that released the
+ * GIL and threads started after the tool, on every version; a per-tid cache makes it
+ * one read on later samples (pyebpf(7), CPYTHON INTERNALS).
  *
  * Needs -DOFF_TASK_THREAD_FSBASE (BTF: task_struct.thread.fsbase). Options:
  * -DPY_MAX_DEPTH (frames kept, default 128), -DPY_MAX_THREADS (threads searched).

@@ -1,5 +1,5 @@
 /*
- * Finding kernel headers for libbcc's compile (design.md principle 3). The BPF
+ * Finding kernel headers for libbcc's compile (pyebpf(7), KERNEL PITFALLS). The BPF
  * text uses no kernel-internal header, so any tree will do, down to a minimal
  * built-in set; struct layouts never come from these headers (see kbtf.h).
  */

@@ -17,7 +17,7 @@ void lifecycle_install_signals(void);
 void lifecycle_start(unsigned duration_s);
 /*
  * With -p: from now on a target that exits is reported on stderr, and when the last
- * one is gone the tool stops (design.md: exit 0 with the summary). Call after
+ * one is gone the tool stops (exit 0, with the summary). Call after
  * lifecycle_start.
  */
 void lifecycle_watch_pids(const pid_t *pids, int npids);

@@ -14,7 +14,7 @@ struct opt {
 	const char *help; /* one line */
 };
 
-/* Ids of the options every tool shares (design.md, CLI conventions). */
+/* Ids of the options every tool shares, with the same letters in every tool. */
 enum {
 	OPT_PID = 'p',
 	OPT_ENV = 'e',

@@ -1,6 +1,6 @@
 /*
  * CPython line tables: instruction offset -> source line, for the three encodings
- * (facts.md section 3.3). Pure functions on the table's bytes, so that they can be
+ * (pyebpf(7), CPYTHON INTERNALS). Pure functions on the table's bytes, so that they can be
  * tested without a process.
  */
 #ifndef PYEBPF_PYLINES_H

@@ -5,8 +5,8 @@
 #define N PYOFF_NONE
 
 /*
- * 3.8-3.12 from the DWARF of pyenv 3.8.18 ... 3.12.1 (offsets-table.md); the later
- * patch releases of each minor keep these fields where they are (facts.md section 1).
+ * 3.8-3.12 from the DWARF of pyenv 3.8.18 ... 3.12.1; the later patch releases of
+ * each minor keep these fields where they are (pyebpf(7), CPYTHON INTERNALS).
  * Type fields: tp_flags 168, tp_basicsize 32, tp_dictoffset 288 in every version.
  */
 static const struct pyoffsets tables[] = {
@@ -99,7 +99,8 @@ const struct pyoffsets *pyoffsets_table(int minor)
 /*
  * Byte offsets, inside _Py_DebugOffsets, of the fields used here, per minor (the
  * struct is only stable within a minor version). From the 3.13.18/3.14.10/3.15.2
- * headers (debug-offsets-table.md). 0 marks a field this minor lacks.
+ * headers, checked against the tables built into Debian's binaries
+ * (tests/unit/pyproc_vectors.h). 0 marks a field this minor lacks.
  */
 struct debug_layout {
 	int minor;
@@ -223,7 +224,7 @@ int pyoffsets_from_debug(int minor, const unsigned char *raw, size_t len, struct
 	if (bad)
 		return -1;
 
-	/* What _Py_DebugOffsets does not say (facts.md section 7). */
+	/* What _Py_DebugOffsets does not say (pyebpf(7), CPYTHON INTERNALS). */
 	o->rt_tstate_current = PYOFF_NONE;
 	o->rt_gil = PYOFF_NONE;
 	o->rt_gc_collecting = PYOFF_NONE;

@@ -1,8 +1,8 @@
 /*
- * CPython struct offsets as data: per-version tables for 3.8-3.12 (from the DWARF of
- * the releases, shared/docs/cpython/offsets-table.md), and for 3.13+ the
- * _Py_DebugOffsets table the target carries at the start of _PyRuntime, completed with
- * the few constants it lacks (facts.md section 7). x86_64, GIL builds.
+ * CPython struct offsets as data: per-version tables for 3.8-3.12 (read from the
+ * DWARF of release builds), and for 3.13+ the _Py_DebugOffsets table the target
+ * carries at the start of _PyRuntime, completed with the few constants it lacks
+ * (pyebpf(7), CPYTHON INTERNALS). x86_64, GIL builds.
  */
 #ifndef PYEBPF_PYOFFSETS_H
 #define PYEBPF_PYOFFSETS_H

@@ -320,7 +320,10 @@ static uint64_t dict_get(const struct pyproc *p, const struct dict_view *d, cons
 	return l.value;
 }
 
-/* The attributes of an instance: dict, managed dict, or inline values (facts.md section 8). */
+/*
+ * The attributes of an instance: a dict at tp_dictoffset (3.8-3.10), a managed dict or
+ * values before the object (3.11, 3.12), or values inline after tp_basicsize (3.13+).
+ */
 static int instance_attrs(const struct pyproc *p, uint64_t obj, struct dict_view *d)
 {
 	const struct pyoffsets *o = &p->off;

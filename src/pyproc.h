@@ -6,8 +6,8 @@
  * Everything is read from the target's memory (process_vm_readv, /proc/PID/mem)
  * and from its ELF files through /proc/PID/root, so targets in containers and
  * stripped distro builds (only .dynsym) work. Supported: CPython 3.8 to 3.15
- * (3.13+ through the _Py_DebugOffsets table the target carries). Facts and their
- * sources: shared/docs/cpython/facts.md.
+ * (3.13+ through the _Py_DebugOffsets table the target carries). The layout facts
+ * this relies on: pyebpf(7), CPYTHON INTERNALS.
  *
  * Not thread-safe: one handle per thread.
  */

@@ -233,12 +233,13 @@ static const char *collector_entry_fn(int minor, const char *symbol)
 		if (full_collection_clones[i].minor == minor &&
 		    !strcmp(full_collection_clones[i].symbol, symbol))
 			return "collector_entry_gen2";
-	/* facts.md 6.1: collect(int generation, ...) in 3.8, (tstate, generation, ...) after */
+	/* collect(int generation, ...) in 3.8, (tstate, generation, ...) after */
 	return minor == 8 ? "collector_entry_rdi" : "collector_entry_rsi";
 }
 
 /*
- * The collector of each version (facts.md 6.1): 3.8-3.9 collect(), 3.10-3.13 and
+ * The collector of each version (static functions, so only in builds with a symbol
+ * table; pyebpf(7), CPYTHON INTERNALS): 3.8-3.9 collect(), 3.10-3.13 and
  * 3.14.5+ gc_collect_main(), 3.14.0-3.14.4 (incremental GC) _PyGC_Collect().
  */
 static const char *const *collector_names(int minor)

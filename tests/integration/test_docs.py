@@ -1,11 +1,16 @@
-"""Every tool's --help, man page and example file agree (docs must not drift)."""
+"""Every tool's --help, man page and example file agree, and every man page lints clean
+(docs must not drift)."""
+import glob
 import os
+import shutil
 
 import pytest
 
 from conftest import ROOT, help_options, man_fields, man_options, man_sections, run, tool_path
 
 TOOLS = sorted(f[:-2] for f in os.listdir(os.path.join(ROOT, "tools")) if f.endswith(".c"))
+MAN_PAGES = sorted(os.path.relpath(p, ROOT)
+                   for p in glob.glob(os.path.join(ROOT, "man", "man*", "*.*")))
 SECTIONS = ["NAME", "SYNOPSIS", "DESCRIPTION", "REQUIREMENTS", "OPTIONS", "EXAMPLES", "FIELDS",
             "OVERHEAD", "SOURCE", "OS", "STABILITY", "SEE ALSO"]
 
@@ -55,3 +60,18 @@ def test_man_fields_agree_with_the_schemas(tool):
     assert events <= documented, "%s.8 FIELDS lacks %s" % (tool, sorted(events - documented))
     known = {f for _, _, f in fields}
     assert documented <= known, "%s.8 FIELDS has fields no record has: %s" % (tool, sorted(documented - known))
+
+
+def test_there_are_man_pages():
+    assert "man/man7/pyebpf.7" in MAN_PAGES
+    assert all("man/man8/%s.8" % t in MAN_PAGES for t in TOOLS)
+
+
+@pytest.mark.parametrize("page", MAN_PAGES)
+def test_man_page_lints_clean(page):
+    """mandoc finds nothing at warning level or above (style notes are not failures)."""
+    if not shutil.which("mandoc"):
+        pytest.fail("mandoc is not installed (make deps installs it)")
+    res = run(["mandoc", "-T", "lint", "-W", "warning", os.path.join(ROOT, page)], check=False)
+    assert res.returncode == 0 and not res.stdout.strip() and not res.stderr.strip(), \
+        "%s:\n%s%s" % (page, res.stdout, res.stderr)

@@ -1,6 +1,7 @@
 """pystack against real interpreters (every one tests/targets/pythons.sh lists), with
 ground truths that do not come from pystack: the targets' own thread_time split,
-the source line of a busy loop, the oracle walker (shared/tools/pywalk-oracle.py),
+the source line of a busy loop, an independent walker that reads /proc/PID/mem
+(the oracle: PYWALK_ORACLE names the script, which is not part of this repository),
 threading's names, a known recursion depth, PID namespaces.
 
 One pystack run samples the same target on all interpreters at once (one compile).

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The CPython interpreters the tests run against (environment.md), one per line:
+# The CPython interpreters the tests run against (pyebpf(7), TESTING), one per line:
 #   NAME<TAB>COMMAND...
 # NAME is e.g. pyenv-3.8, debian-3.11, sid-3.14 (patchelf'ed copy: exe is python) or
 # sid-3.14-ldso (started by sid's own loader: exe is ld.so). COMMAND runs the

@@ -8,8 +8,9 @@
  * its line table bytes and, for every instruction, the line CPython itself reports
  * (dis.findlinestarts for 3.8/3.9, code.co_lines() for 3.10+), from pyenv 3.8.18 ...
  * 3.13.0 and Debian sid 3.14.10/3.15.2; and the _Py_DebugOffsets bytes built into
- * Debian sid's python3.13/3.14/3.15. The expected offsets below come from
- * shared/docs/cpython/debug-offsets-table.md, not from the code under test.
+ * Debian sid's python3.13/3.14/3.15. The expected offsets below were read from the
+ * DWARF of the release builds and from the release headers, not from the code under
+ * test.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,7 +85,7 @@ static void test_offset_tables(void **state)
 		assert_int_equal(o->minor, minor);
 		assert_int_equal(o->ts_next, 8);
 	}
-	/* spot checks against offsets-table.md */
+	/* spot checks against offsets read from the releases' DWARF */
 	assert_int_equal(pyoffsets_table(8)->rt_tstate_current, 1368);
 	assert_int_equal(pyoffsets_table(10)->frame_instr, 96);
 	assert_int_equal(pyoffsets_table(11)->interp_threads_head, 16);
