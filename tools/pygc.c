@@ -5,16 +5,11 @@
  * on the collector function of that version (builds with symbols, e.g. pyenv).
  */
 #define _GNU_SOURCE
-#include <bcc/bcc_syms.h>
 #include <bcc/libbpf.h>
-#include <ctype.h>
 #include <stddef.h>
-#include <dirent.h>
-#include <glob.h>
 #include <linux/types.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bpfprog.h"
@@ -26,8 +21,8 @@
 #include "procinfo.h"
 #include "pyebpf_bpf.h"
 #include "pygc.h"
+#include "pyhooks.h"
 #include "pyproc.h"
-#include "usdt.h"
 #include "utf8.h"
 
 extern const char pygc_bpf_text[];
@@ -144,77 +139,6 @@ static int build_cflags(const struct settings *s, struct cflags *cf)
 
 /* ---- hooks: which functions of which binary, per CPython version ---- */
 
-/* A uprobe pygc puts on a function of the interpreter. */
-struct uprobe {
-	char binary[4096 + 64];
-	char symbol[128];
-	uint64_t offset;
-	pid_t pid; /* -1: every process running binary */
-	const char *fn;
-	bool ret;
-};
-
-struct hooks {
-	struct usdt *usdt;
-	struct uprobe *up;
-	int nup, capup;
-};
-
-static int hooks_add_uprobe(struct hooks *h, const char *binary, const char *symbol,
-			    uint64_t offset, pid_t pid, const char *fn, bool ret)
-{
-	if (h->nup == h->capup) {
-		int cap = h->capup ? 2 * h->capup : 16;
-		struct uprobe *v = realloc(h->up, (size_t)cap * sizeof(*v));
-		if (!v)
-			return -1;
-		h->up = v, h->capup = cap;
-	}
-	struct uprobe *u = &h->up[h->nup++];
-	snprintf(u->binary, sizeof(u->binary), "%s", binary);
-	snprintf(u->symbol, sizeof(u->symbol), "%s", symbol);
-	u->offset = offset, u->pid = pid, u->fn = fn, u->ret = ret;
-	return 0;
-}
-
-/*
- * Function symbols named base or base.<clone suffix> (GCC's .constprop.N, .isra.N,
- * .part.N copies are separate functions: each needs its own uprobe).
- */
-#define MAX_CLONES 8
-static const char *clone_base;
-static char clone_names[MAX_CLONES][128];
-static int nclones;
-
-static int on_function_symbol(const char *name, uint64_t addr)
-{
-	size_t n = strlen(clone_base);
-
-	(void)addr;
-	if (nclones < MAX_CLONES && !strncmp(name, clone_base, n) &&
-	    (name[n] == 0 || name[n] == '.'))
-		snprintf(clone_names[nclones++], sizeof(clone_names[0]), "%s", name);
-	return 0;
-}
-
-static int find_clones(const char *binary, const char *base)
-{
-	clone_base = base, nclones = 0;
-	bcc_foreach_function_symbol(binary, on_function_symbol);
-	return nclones;
-}
-
-static int symbol_file_offset(const char *binary, const char *name, uint64_t *off)
-{
-	struct bcc_symbol sym = { 0 };
-
-	if (bcc_resolve_symname(binary, name, 0, 0, NULL, &sym) < 0)
-		return -1;
-	*off = sym.offset;
-	free((void *)sym.module);
-	return 0;
-}
-
 /*
  * Clones that take no generation argument: the compiler specialised them for the one
  * constant caller, the full collection (generation 2). Checked with the DWARF of the
@@ -255,24 +179,28 @@ static const char *const *collector_names(int minor)
 }
 
 /* Uprobes on the collector (and, 3.13+, on the callback runner inside it). 1: none found. */
-static int plan_uprobes(struct hooks *h, const char *binary, const struct pyversion *v, pid_t pid,
-			char *how, size_t howlen)
+static int plan_uprobes(struct pyhook_plan *plan, const struct pyhook_target *t, char *how,
+			size_t howlen)
 {
-	const char *const *names = collector_names(v->minor);
+	int minor = pyproc_version(t->py)->minor;
+	const char *const *names = collector_names(minor);
 	int added = 0;
 
 	for (; *names && !added; names++) {
-		int n = find_clones(binary, *names);
-		for (int i = 0; i < n; i++) {
-			uint64_t off;
-			if (symbol_file_offset(binary, clone_names[i], &off))
+		struct pyhook_clones c;
+
+		pyhooks_clones(t->binary, *names, &c);
+		for (int i = 0; i < c.n; i++) {
+			const char *fn = collector_entry_fn(minor, c.names[i]);
+			int r = pyhooks_add_uprobe(plan, t->binary, t->pid, c.names[i], fn, false);
+
+			if (r > 0)
 				continue;
-			if (hooks_add_uprobe(h, binary, clone_names[i], off, pid,
-					     collector_entry_fn(v->minor, clone_names[i]), false) ||
-			    hooks_add_uprobe(h, binary, clone_names[i], off, pid, "collector_return", true))
+			if (r < 0 ||
+			    pyhooks_add_uprobe(plan, t->binary, t->pid, c.names[i], "collector_return", true))
 				return -1;
 			if (!added)
-				snprintf(how, howlen, "uprobes on %s", clone_names[i]);
+				snprintf(how, howlen, "uprobes on %s", c.names[i]);
 			added++;
 		}
 	}
@@ -284,16 +212,11 @@ static int plan_uprobes(struct hooks *h, const char *binary, const struct pyvers
 	 * collection alone, as the USDT probes do (shutdown collections run no
 	 * callbacks: they keep the collector's entry and return).
 	 */
-	if (v->minor >= 13) {
-		int n = find_clones(binary, "invoke_gc_callback");
-		for (int i = 0; i < n; i++) {
-			uint64_t off;
-			if (symbol_file_offset(binary, clone_names[i], &off))
-				continue;
-			if (hooks_add_uprobe(h, binary, clone_names[i], off, pid, "callback_entry", false) ||
-			    hooks_add_uprobe(h, binary, clone_names[i], off, pid, "callback_return", true))
-				return -1;
-		}
+	if (minor >= 13) {
+		int n = pyhooks_add_function(plan, t->binary, t->pid, "invoke_gc_callback",
+					     "callback_entry", "callback_return");
+		if (n < 0)
+			return -1;
 		if (n)
 			snprintf(how + strlen(how), howlen - strlen(how), " timed between its callbacks");
 	}
@@ -301,206 +224,53 @@ static int plan_uprobes(struct hooks *h, const char *binary, const struct pyvers
 }
 
 /*
- * The hooks for one interpreter binary: USDT if it has the gc probes, else uprobes.
- * 0, 1 when it has neither (how says why), -1 after an error message.
+ * The hooks for one interpreter binary (pyhooks.h): USDT if it has the gc probes,
+ * else uprobes; an installed binary no process runs yet has no version: USDT only.
  */
-static int plan_binary(struct hooks *h, const char *binary, const struct pyversion *v, pid_t pid,
+static int plan_binary(void *ctx, struct pyhook_plan *plan, const struct pyhook_target *t,
 		       char *how, size_t howlen)
 {
-	if (usdt_binary_has_probe(binary, "python", "gc__start") &&
-	    usdt_binary_has_probe(binary, "python", "gc__done")) {
-		if (usdt_add(h->usdt, binary, pid, "python", "gc__start", "usdt_gc_start") ||
-		    usdt_add(h->usdt, binary, pid, "python", "gc__done", "usdt_gc_done"))
-			return -1;
+	static const struct pyhook_usdt gc_probes[] = {
+		{ "gc__start", "usdt_gc_start" },
+		{ "gc__done", "usdt_gc_done" },
+		{ NULL, NULL },
+	};
+	int r = pyhooks_add_usdt(plan, t->binary, t->pid, "python", gc_probes);
+
+	(void)ctx;
+	if (r == 0)
 		snprintf(how, howlen, "USDT python:gc__start/gc__done");
-		return 0;
-	}
-	return plan_uprobes(h, binary, v, pid, how, howlen);
+	if (r == 1 && t->py)
+		r = plan_uprobes(plan, t, how, howlen);
+	if (r == 1)
+		snprintf(how, howlen, "has no USDT gc probes (built without --with-dtrace) and no "
+			 "symbol for its collector function (stripped): its collections cannot be traced");
+	return r;
 }
 
-static void describe(const struct pyproc *py, char *buf, size_t len)
+/* Every CPython found is kept: thread names, and the stack walker's configuration. */
+static bool keep_target(void *ctx, struct pyproc *py)
 {
-	const struct pyversion *v = pyproc_version(py);
-	char micro[16] = "";
+	struct run *run = ctx;
 
-	if (v->micro >= 0)
-		snprintf(micro, sizeof(micro), ".%d", v->micro);
-	snprintf(buf, len, "CPython %d.%d%s in %s", v->major, v->minor, micro,
-		 pyproc_module(py)->path);
+	if (run->ntargets == MAX_TARGETS)
+		return false;
+	run->targets[run->ntargets++] = (struct target){ pyproc_pid(py), py, false };
+	return true;
 }
 
-/* -p: each pid must be a CPython this tool can hook. */
-static int plan_pids(struct run *run, struct hooks *h)
+static int plan_hooks(struct run *run, struct pyhook_plan *plan)
 {
 	const struct common_opts *c = &run->s->common;
+	const struct pyhook_planner planner = { plan_binary, keep_target, run, false };
 
-	for (int i = 0; i < c->npids; i++) {
-		struct pyproc_error err;
-		struct pyproc *py = pyproc_open(c->pids[i], &err);
-		char what[600], how[200] = "";
-		int r;
-
-		if (!py) {
-			log_error("%s", err.msg);
-			return -1;
-		}
-		run->targets[run->ntargets++] = (struct target){ c->pids[i], py, false };
-		describe(py, what, sizeof(what));
-		r = plan_binary(h, pyproc_module(py)->host_path, pyproc_version(py), c->pids[i], how,
-				sizeof(how));
-		if (r < 0)
-			return -1;
-		if (r > 0) {
-			log_error("pid %d (%s) has no USDT gc probes (built without --with-dtrace) and no "
-				  "symbol for its collector function (stripped): its collections cannot "
-				  "be traced",
-				  c->pids[i], what);
-			return -1;
-		}
-		log_info("pid %d: %s: %s", c->pids[i], what, how);
-	}
-	return 0;
-}
-
-struct file_id {
-	dev_t dev;
-	ino_t ino;
-};
-
-/*
- * Installed interpreters with USDT gc probes (distro builds) that no process runs
- * yet: their probes need no version or process, and the kernel raises the
- * semaphores in processes that start later. Returns how many were added.
- */
-static int plan_installed(struct hooks *h, struct file_id *seen, int *nseen)
-{
-	static const char *const patterns[] = { "/usr/bin/python3.*", "/usr/local/bin/python3.*" };
-	int planned = 0;
-
-	for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
-		glob_t g;
-
-		if (glob(patterns[p], 0, NULL, &g))
-			continue;
-		for (size_t i = 0; i < g.gl_pathc; i++) {
-			const char *path = g.gl_pathv[i];
-			struct stat st;
-			int dup = 0;
-
-			/* python3.11-config and friends are scripts; only real ELF files count */
-			if (stat(path, &st) || !S_ISREG(st.st_mode) || *nseen == 256)
-				continue;
-			for (int j = 0; j < *nseen; j++)
-				dup |= seen[j].dev == st.st_dev && seen[j].ino == st.st_ino;
-			if (dup || !usdt_binary_has_probe(path, "python", "gc__start") ||
-			    !usdt_binary_has_probe(path, "python", "gc__done"))
-				continue;
-			seen[*nseen].dev = st.st_dev, seen[(*nseen)++].ino = st.st_ino;
-			if (usdt_add(h->usdt, path, -1, "python", "gc__start", "usdt_gc_start") ||
-			    usdt_add(h->usdt, path, -1, "python", "gc__done", "usdt_gc_done"))
-				continue;
-			log_info("%s: USDT python:gc__start/gc__done (processes started later too)", path);
-			planned++;
-		}
-		globfree(&g);
-	}
-	return planned;
-}
-
-/*
- * The path to hook a module by for every process: /proc/PID/root/... dies with PID,
- * which may be a short-lived process, so the module's own path is used when it names
- * the same file from here (no container in between). st: the module's stat.
- */
-static const char *stable_path(const struct pymodule *m, const struct stat *st)
-{
-	struct stat own;
-
-	if (stat(m->path, &own) == 0 && own.st_dev == st->st_dev && own.st_ino == st->st_ino)
-		return m->path;
-	return m->host_path;
-}
-
-/*
- * Without -p: every interpreter binary that runs now, each hooked once for all its
- * processes (uprobes by file), and the installed ones with USDT probes.
- */
-static int plan_system(struct run *run, struct hooks *h)
-{
-	struct file_id seen[256];
-	int nseen = 0, planned = 0;
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-
-	if (!d) {
-		log_error("cannot read /proc");
-		return -1;
-	}
-	while ((de = readdir(d))) {
-		struct pyproc_error err;
-		struct pyproc *py;
-		struct stat st;
-		char what[600], how[200] = "";
-		pid_t pid;
-		int r, dup = 0;
-
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		pid = (pid_t)atoi(de->d_name);
-		if (pid == getpid())
-			continue;
-		py = pyproc_open(pid, &err);
-		if (!py)
-			continue;
-		/* kept: thread names, and the stack walker's configuration */
-		if (run->ntargets < MAX_TARGETS)
-			run->targets[run->ntargets++] = (struct target){ pid, py, false };
-		/* gone already (short-lived processes come and go during the scan): dup */
-		if (stat(pyproc_module(py)->host_path, &st) != 0)
-			dup = 1;
-		for (int i = 0; i < nseen && !dup; i++)
-			dup |= seen[i].dev == st.st_dev && seen[i].ino == st.st_ino;
-		if (dup || nseen == 256) {
-			if (run->ntargets == 0 || run->targets[run->ntargets - 1].py != py)
-				pyproc_close(py);
-			continue;
-		}
-		seen[nseen].dev = st.st_dev, seen[nseen++].ino = st.st_ino;
-		describe(py, what, sizeof(what));
-		r = plan_binary(h, stable_path(pyproc_module(py), &st), pyproc_version(py), -1, how,
-				sizeof(how));
-		if (r < 0)
-			log_warn("%s (pid %d): not traced (see above)", what, pid);
-		else if (r > 0)
-			log_warn("%s (pid %d and others): no USDT gc probes and no collector symbol, not traced",
-				 what, pid);
-		else {
-			log_info("%s: %s (every process running it)", what, how);
-			planned++;
-		}
-		if (run->ntargets == 0 || run->targets[run->ntargets - 1].py != py)
-			pyproc_close(py);
-	}
-	closedir(d);
-	planned += plan_installed(h, seen, &nseen);
-	if (!planned) {
-		log_error("no running CPython process with USDT gc probes or collector symbols was "
-			  "found; start one first or name it with -p PID");
-		return -1;
-	}
-	return 0;
-}
-
-static int hooks_attach(const struct hooks *h, struct bpfprog *p)
-{
-	if (usdt_attach(h->usdt, p))
-		return -1;
-	for (int i = 0; i < h->nup; i++) {
-		const struct uprobe *u = &h->up[i];
-		if (bpfprog_attach_uprobe(p, u->fn, u->binary, u->offset, u->pid, u->ret, 0))
-			return -1;
-	}
-	return 0;
+	if (!run->system_wide)
+		return pyhooks_plan_pids(plan, c->pids, c->npids, &planner);
+	if (pyhooks_plan_system(plan, &planner) > 0)
+		return 0;
+	log_error("no running CPython process with USDT gc probes or collector symbols was "
+		  "found; start one first or name it with -p PID");
+	return -1;
 }
 
 /* ---- events ---- */
@@ -736,7 +506,7 @@ int main(int argc, char **argv)
 {
 	struct settings s = { .generation = -1 };
 	struct cflags cf = { 0 };
-	struct hooks hooks = { 0 };
+	struct pyhook_plan *hooks = pyhooks_new();
 	struct bpfprog *prog = NULL;
 	struct run *run = calloc(1, sizeof(*run));
 	char *text = NULL;
@@ -749,8 +519,7 @@ int main(int argc, char **argv)
 		free(run);
 		return EXIT_USAGE;
 	}
-	hooks.usdt = usdt_new();
-	if (!hooks.usdt || build_cflags(&s, &cf))
+	if (!hooks || build_cflags(&s, &cf))
 		goto cleanup;
 	if (s.common.print_ebpf && !s.common.npids) {
 		/* the USDT entry functions depend on the targets; without -p show the tool's part */
@@ -762,9 +531,9 @@ int main(int argc, char **argv)
 		goto cleanup;
 
 	run->system_wide = s.common.npids == 0;
-	if (run->system_wide ? plan_system(run, &hooks) : plan_pids(run, &hooks))
+	if (plan_hooks(run, hooks))
 		goto cleanup;
-	text = usdt_text(hooks.usdt, pygc_bpf_text);
+	text = pyhooks_text(hooks, pygc_bpf_text);
 	if (!text)
 		goto cleanup;
 	if (s.common.print_ebpf) {
@@ -787,7 +556,7 @@ int main(int argc, char **argv)
 	 */
 	if (!run->out || bpfprog_open_perf_buffer(prog, "events", on_event, run, 256, 32))
 		goto cleanup;
-	if (hooks_attach(&hooks, prog))
+	if (pyhooks_attach(hooks, prog))
 		goto cleanup;
 
 	lifecycle_start(s.common.duration_s);
@@ -815,8 +584,7 @@ cleanup:
 		pyproc_close(run->targets[i].py);
 	for (int g = 0; g < 3; g++)
 		free(run->gens[g].ms);
-	usdt_free(hooks.usdt);
-	free(hooks.up);
+	pyhooks_free(hooks);
 	free(text);
 	cflags_free(&cf);
 	free(run);

@@ -12,32 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stapsdt_probe.h"
 #include "usdt.h"
-
-/* One .note.stapsdt entry: location, base, semaphore, provider, name, argument specs */
-#define TEST_PROBE(provider, name, args, sem)                                              \
-	__asm__ __volatile__("990: nop\n"                                                  \
-			     ".pushsection .note.stapsdt,\"?\",\"note\"\n"                 \
-			     ".balign 4\n"                                                 \
-			     ".4byte 992f-991f, 994f-993f, 3\n"                            \
-			     "991: .asciz \"stapsdt\"\n"                                   \
-			     "992: .balign 4\n"                                            \
-			     "993: .8byte 990b\n"                                          \
-			     ".8byte _.stapsdt.base\n"                                     \
-			     ".8byte " sem "\n"                                            \
-			     ".asciz \"" provider "\"\n"                                   \
-			     ".asciz \"" name "\"\n"                                       \
-			     ".asciz \"" args "\"\n"                                       \
-			     "994: .balign 4\n"                                            \
-			     ".popsection\n"                                               \
-			     ".ifndef _.stapsdt.base\n"                                    \
-			     ".pushsection .stapsdt.base,\"aG\",\"progbits\",.stapsdt.base,comdat\n" \
-			     ".weak _.stapsdt.base\n"                                      \
-			     ".hidden _.stapsdt.base\n"                                    \
-			     "_.stapsdt.base: .space 1\n"                                  \
-			     ".size _.stapsdt.base, 1\n"                                   \
-			     ".popsection\n"                                               \
-			     ".endif\n")
 
 /* semaphores live in .probes, as <sys/sdt.h> puts them */
 unsigned short pyebpf_test_gated_semaphore __attribute__((section(".probes"), used));
