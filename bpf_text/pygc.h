@@ -1,7 +1,8 @@
-/* pygc: the event record, shared by the BPF text and tools/pygc.c. */
+/* pygc: the event record, shared by the BPF text and src/trackers/pygc.c. */
 #ifndef PYEBPF_PYGC_H
 #define PYEBPF_PYGC_H
 
+#include "pyebpf.h"
 #include "pywalk.h"
 
 /* Which hook measured a collection. */
@@ -11,22 +12,21 @@ enum pygc_source {
 	PYGC_SRC_CALLBACK = 3, /* inside the collector: between its "start" and "stop" callback calls */
 };
 
-/* Indexes into the "counters" array: what did not go as planned. */
-enum pygc_counter {
-	PYGC_CNT_MAP_FULL = 0, /* the pending-collection map was full: a collection was not followed */
-	PYGC_CNT_NO_START = 1, /* a collection ended whose start was not seen (tracing began mid-collection) */
-	PYGC_CNT_MAX = 2,
-};
+/* The program's counters (pyebpf.h): what did not go as planned. */
+#define PYGC_COUNTERS(X)                                                                          \
+	X(PYGC_CNT_MAP_FULL, "map_full",                                                          \
+	  "collections not followed because the tracking map was full")                           \
+	X(PYGC_CNT_NO_START, "started_before_tracing",                                            \
+	  "collections already running when tracing began (not reported)")
+enum pygc_counter { PYGC_COUNTERS(PYEBPF_COUNTER_ID) PYGC_CNT_MAX };
 
 struct pygc_event {
-	__u64 start_ns;  /* bpf_ktime_get_ns() when the collection started */
-	__u64 end_ns;    /* ... and ended */
-	__s64 collected; /* unreachable objects found (collected + uncollectable); -1 unknown */
+	struct task_head task; /* the collecting thread; ts_ns: when the record was made */
+	__u64 start_ns;        /* bpf_ktime_get_ns() when the collection started */
+	__u64 end_ns;          /* ... and ended */
+	__s64 collected;       /* unreachable objects found (collected + uncollectable); -1 unknown */
 	__s32 generation;
-	__u32 source;    /* enum pygc_source */
-	__u32 pid, tid;  /* host ids */
-	__u32 nspid, nstid; /* ids in the task's own PID namespace */
-	char comm[16];
+	__u32 source;          /* enum pygc_source */
 };
 
 /* --stack: the event and the Python stack of the collecting thread (python.bpf.h) */

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "usdt.h"
 
+#include <bcc/bcc_elf.h>
 #include <bcc/bcc_syms.h>
 #include <bcc/bcc_usdt.h>
 #include <stdarg.h>
@@ -16,7 +17,15 @@ struct usdt_site {
 	uint32_t ref_ctr; /* file offset of the semaphore, 0 when there is none */
 	pid_t pid;       /* -1: every process */
 	char *fn;        /* the generated BPF entry function */
+	char *probe;     /* provider:name */
 };
+
+static void site_free(struct usdt_site *s)
+{
+	free(s->binary);
+	free(s->fn);
+	free(s->probe);
+}
 
 struct usdt {
 	struct usdt_site *sites;
@@ -35,10 +44,8 @@ void usdt_free(struct usdt *u)
 {
 	if (!u)
 		return;
-	for (int i = 0; i < u->nsites; i++) {
-		free(u->sites[i].binary);
-		free(u->sites[i].fn);
-	}
+	for (int i = 0; i < u->nsites; i++)
+		site_free(&u->sites[i]);
 	free(u->sites);
 	free(u->text);
 	free(u);
@@ -69,39 +76,51 @@ static int text_append(struct usdt *u, const char *fmt, ...)
 }
 
 /*
- * bcc_usdt_foreach's callback takes no cookie: the probe being looked for and what
- * was found about it go through these (the module is single-threaded, like the tools).
+ * What the notes say about one probe. bcc_usdt_foreach's callback takes no cookie;
+ * bcc_elf_foreach_usdt's does: this query is its payload, on the caller's stack, so
+ * no state outlives a call (two trackers may plan probes in one process).
  */
-static const char *find_provider, *find_name;
-static struct bcc_usdt found_probe;
-static bool found;
+struct probe_query {
+	const char *provider, *name;  /* what is looked for */
+	int notes;                    /* its locations: one note each */
+	int nargs;                    /* arguments of the first note's spec */
+	uint64_t semaphore;           /* virtual address of its semaphore, 0 when ungated */
+	uint64_t semaphore_offset;    /* file offset of it, 0 when unknown */
+};
 
-static void on_probe(struct bcc_usdt *p)
+static void on_note(const char *path, const struct bcc_elf_usdt *n, void *payload)
 {
-	if (!found && !strcmp(p->provider, find_provider) && !strcmp(p->name, find_name)) {
-		found_probe = *p;
-		found = true;
+	struct probe_query *q = payload;
+
+	(void)path;
+	if (strcmp(n->provider, q->provider) || strcmp(n->name, q->name) || q->notes++)
+		return;
+	q->semaphore = n->semaphore;
+	q->semaphore_offset = n->semaphore_offset;
+	/* the spec is space-separated, one "SIZE@OPERAND" per argument */
+	for (const char *a = n->arg_fmt; a && *a;) {
+		a += strspn(a, " \t");
+		if (*a)
+			q->nargs++;
+		a += strcspn(a, " \t");
 	}
 }
 
-/* Looks provider:probe up in an open context; true with found_probe filled. */
-static bool probe_lookup(void *ctx, const char *provider, const char *probe)
+/* Reads binary's notes for provider:probe; how many locations it has (0: none), or -1. */
+static int probe_query(const char *binary, const char *provider, const char *probe,
+		       struct probe_query *q)
 {
-	find_provider = provider, find_name = probe, found = false;
-	bcc_usdt_foreach(ctx, on_probe);
-	return found;
+	*q = (struct probe_query){ .provider = provider, .name = probe };
+	if (bcc_elf_foreach_usdt(binary, on_note, q) < 0)
+		return -1;
+	return q->notes;
 }
 
 bool usdt_binary_has_probe(const char *binary, const char *provider, const char *probe)
 {
-	void *ctx = bcc_usdt_new_frompath(binary);
-	bool has;
+	struct probe_query q;
 
-	if (!ctx)
-		return false;
-	has = probe_lookup(ctx, provider, probe);
-	bcc_usdt_close(ctx);
-	return has;
+	return probe_query(binary, provider, probe, &q) > 0;
 }
 
 /*
@@ -206,8 +225,10 @@ static int gen_arg(struct usdt *u, int j, const struct bcc_usdt_argument *a)
 }
 
 static int add_site(struct usdt *u, const char *binary, uint64_t offset, uint32_t ref_ctr,
-		    pid_t pid, const char *fn)
+		    pid_t pid, const char *fn, const char *provider, const char *probe)
 {
+	struct usdt_site *s;
+
 	if (u->nsites == u->capsites) {
 		int cap = u->capsites ? 2 * u->capsites : 8;
 		struct usdt_site *v = realloc(u->sites, (size_t)cap * sizeof(*v));
@@ -215,10 +236,14 @@ static int add_site(struct usdt *u, const char *binary, uint64_t offset, uint32_
 			return -1;
 		u->sites = v, u->capsites = cap;
 	}
-	u->sites[u->nsites] = (struct usdt_site){ strdup(binary), offset, ref_ctr,
-						  pid > 0 ? pid : -1, strdup(fn) };
-	if (!u->sites[u->nsites].binary || !u->sites[u->nsites].fn)
+	s = &u->sites[u->nsites];
+	*s = (struct usdt_site){ strdup(binary), offset, ref_ctr, pid > 0 ? pid : -1, strdup(fn), NULL };
+	if (asprintf(&s->probe, "%s:%s", provider, probe) < 0)
+		s->probe = NULL;
+	if (!s->binary || !s->fn || !s->probe) {
+		site_free(s);
 		return -1;
+	}
 	u->nsites++;
 	return 0;
 }
@@ -240,7 +265,7 @@ int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider
 	     const char *probe, const char *handler)
 {
 	void *ctx = bcc_usdt_new_frompath(binary);
-	struct bcc_usdt info;
+	struct probe_query info;
 	/* on failure, what this call added is taken back: the text must stay compilable */
 	size_t textlen = u->textlen;
 	int nsites = u->nsites, rc = -1;
@@ -249,14 +274,13 @@ int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider
 		log_error("cannot read the USDT notes of %s", binary);
 		return -1;
 	}
-	if (!probe_lookup(ctx, provider, probe)) {
+	if (probe_query(binary, provider, probe, &info) <= 0) {
 		bcc_usdt_close(ctx);
 		return 1;
 	}
-	info = found_probe;
-	if (info.num_arguments > USDT_MAX_ARGS) {
+	if (info.nargs > USDT_MAX_ARGS) {
 		log_error("USDT %s:%s in %s has %d arguments, at most %d are supported", provider,
-			  probe, binary, info.num_arguments, USDT_MAX_ARGS);
+			  probe, binary, info.nargs, USDT_MAX_ARGS);
 		goto out;
 	}
 	if (info.semaphore && !info.semaphore_offset) {
@@ -264,7 +288,7 @@ int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider
 			  probe, binary);
 		goto out;
 	}
-	for (int i = 0; i < info.num_locations; i++) {
+	for (int i = 0; i < info.notes; i++) {
 		struct bcc_usdt_location loc;
 		uint64_t offset;
 		char fn[128];
@@ -283,7 +307,8 @@ int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider
 				"\ts64 args[%d] = {};\n",
 				fn, USDT_MAX_ARGS))
 			goto out;
-		for (int j = 0; j < info.num_arguments; j++) {
+		/* libbcc drops an argument it cannot parse: one missing here is refused */
+		for (int j = 0; j < info.nargs; j++) {
 			struct bcc_usdt_argument arg;
 
 			if (bcc_usdt_get_argument(ctx, provider, probe, i, j, &arg) ||
@@ -295,7 +320,7 @@ int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider
 		}
 		if (text_append(u, "\treturn %s(ctx, args);\n}\n", handler) ||
 		    add_site(u, loc.bin_path ? loc.bin_path : binary, offset,
-			     (uint32_t)info.semaphore_offset, pid, fn))
+			     (uint32_t)info.semaphore_offset, pid, fn, provider, probe))
 			goto out;
 		log_debug("USDT %s:%s at %s+0x%llx (semaphore at file offset 0x%llx, pid %d)",
 			  provider, probe, binary, (unsigned long long)offset,
@@ -308,11 +333,8 @@ out:
 		if (u->text)
 			u->text[textlen] = 0;
 		u->textlen = textlen;
-		while (u->nsites > nsites) {
-			u->nsites--;
-			free(u->sites[u->nsites].binary);
-			free(u->sites[u->nsites].fn);
-		}
+		while (u->nsites > nsites)
+			site_free(&u->sites[--u->nsites]);
 	}
 	bcc_usdt_close(ctx);
 	return rc;
@@ -341,4 +363,15 @@ int usdt_attach(const struct usdt *u, struct bpfprog *p)
 int usdt_locations(const struct usdt *u)
 {
 	return u->nsites;
+}
+
+int usdt_location(const struct usdt *u, int i, struct usdt_location *out)
+{
+	const struct usdt_site *s;
+
+	if (i < 0 || i >= u->nsites)
+		return -1;
+	s = &u->sites[i];
+	*out = (struct usdt_location){ s->binary, s->probe, s->offset, s->ref_ctr, s->pid, s->fn };
+	return 0;
 }

@@ -60,4 +60,17 @@ int usdt_attach(const struct usdt *u, struct bpfprog *p);
 /* How many probe locations were added (uprobes usdt_attach makes). */
 int usdt_locations(const struct usdt *u);
 
+/* One added probe location: the uprobe usdt_attach makes for it. */
+struct usdt_location {
+	const char *binary;  /* the file the uprobe goes on */
+	const char *probe;   /* provider:name */
+	uint64_t offset;     /* file offset of the location */
+	uint32_t ref_ctr;    /* file offset of its semaphore, 0 when ungated */
+	pid_t pid;           /* -1: every process running binary */
+	const char *fn;      /* the generated entry function */
+};
+
+/* Location i (0 <= i < usdt_locations), valid until u is freed; 0, or -1 out of range. */
+int usdt_location(const struct usdt *u, int i, struct usdt_location *out);
+
 #endif

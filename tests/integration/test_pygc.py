@@ -188,6 +188,8 @@ def test_every_collection_once_per_build(run_tool, pythons, name, hook):
     evs = check_against_callbacks(tool.events("gc_pause"), recs, stats)
     assert {e["hook"] for e in evs} == {hook}
     assert all(e["comm"].startswith("python") or e["comm"] == "ld-linux-x86-64" for e in evs)
+    # outside a PID namespace the container ids are the host ids
+    assert all(e["container_pid"] == e["pid"] and e["container_tid"] == e["tid"] for e in evs)
     assert_fields_documented("pygc", tool.events("gc_pause"), optional=("env", "stack"))
     # the per-generation summary counts what was printed
     sums = {s["generation"]: s for s in tool.events("gc_summary")}

@@ -12,32 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stapsdt_probe.h"
 #include "usdt.h"
-
-/* One .note.stapsdt entry: location, base, semaphore, provider, name, argument specs */
-#define TEST_PROBE(provider, name, args, sem)                                              \
-	__asm__ __volatile__("990: nop\n"                                                  \
-			     ".pushsection .note.stapsdt,\"?\",\"note\"\n"                 \
-			     ".balign 4\n"                                                 \
-			     ".4byte 992f-991f, 994f-993f, 3\n"                            \
-			     "991: .asciz \"stapsdt\"\n"                                   \
-			     "992: .balign 4\n"                                            \
-			     "993: .8byte 990b\n"                                          \
-			     ".8byte _.stapsdt.base\n"                                     \
-			     ".8byte " sem "\n"                                            \
-			     ".asciz \"" provider "\"\n"                                   \
-			     ".asciz \"" name "\"\n"                                       \
-			     ".asciz \"" args "\"\n"                                       \
-			     "994: .balign 4\n"                                            \
-			     ".popsection\n"                                               \
-			     ".ifndef _.stapsdt.base\n"                                    \
-			     ".pushsection .stapsdt.base,\"aG\",\"progbits\",.stapsdt.base,comdat\n" \
-			     ".weak _.stapsdt.base\n"                                      \
-			     ".hidden _.stapsdt.base\n"                                    \
-			     "_.stapsdt.base: .space 1\n"                                  \
-			     ".size _.stapsdt.base, 1\n"                                   \
-			     ".popsection\n"                                               \
-			     ".endif\n")
 
 /* semaphores live in .probes, as <sys/sdt.h> puts them */
 unsigned short pyebpf_test_gated_semaphore __attribute__((section(".probes"), used));
@@ -51,6 +27,7 @@ void usdt_fixture(void)
 	TEST_PROBE("pyebpf_test", "gated", "-4@%edi", "pyebpf_test_gated_semaphore");
 	TEST_PROBE("pyebpf_test", "gated", "-4@%esi", "pyebpf_test_gated_semaphore");
 	TEST_PROBE("pyebpf_test", "symbol", "8@pyebpf_test_gated_semaphore(%rip)", "0");
+	TEST_PROBE("pyebpf_test", "many", "-4@%edi -4@%esi -4@%edx -4@%ecx -4@%r8d -4@%r9d -4@%eax", "0");
 }
 
 #define SELF "/proc/self/exe"
@@ -153,6 +130,41 @@ static void absent_and_unreadable(void **state)
 	usdt_free(u);
 }
 
+static void locations_carry_their_semaphore(void **state)
+{
+	struct usdt *u = usdt_new();
+	struct usdt_location loc;
+
+	(void)state;
+	assert_int_equal(usdt_add(u, SELF, 42, "pyebpf_test", "forms", "f"), 0);
+	assert_int_equal(usdt_add(u, SELF, -1, "pyebpf_test", "gated", "g"), 0);
+	assert_int_equal(usdt_location(u, 0, &loc), 0);
+	assert_string_equal(loc.probe, "pyebpf_test:forms");
+	assert_string_equal(loc.fn, "usdt_f_0_0");
+	assert_int_equal(loc.pid, 42);
+	assert_int_equal(loc.ref_ctr, 0);
+	assert_true(loc.offset != 0);
+	/* the kernel raises the semaphore at this file offset while the uprobe exists */
+	assert_int_equal(usdt_location(u, 1, &loc), 0);
+	assert_string_equal(loc.probe, "pyebpf_test:gated");
+	assert_int_equal(loc.pid, -1);
+	assert_true(loc.ref_ctr != 0);
+	assert_int_equal(usdt_location(u, 2, &loc), 0);
+	assert_string_equal(loc.fn, "usdt_g_1_1");
+	assert_int_equal(usdt_location(u, 3, &loc), -1);
+	usdt_free(u);
+}
+
+static void too_many_arguments(void **state)
+{
+	struct usdt *u = usdt_new();
+
+	(void)state;
+	assert_int_equal(usdt_add(u, SELF, -1, "pyebpf_test", "many", "h"), -1);
+	assert_int_equal(usdt_locations(u), 0);
+	usdt_free(u);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -161,6 +173,8 @@ int main(void)
 		cmocka_unit_test(reads_indexed_memory),
 		cmocka_unit_test(one_entry_function_per_location),
 		cmocka_unit_test(absent_and_unreadable),
+		cmocka_unit_test(locations_carry_their_semaphore),
+		cmocka_unit_test(too_many_arguments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,598 @@
+/*
+ * The pygc tracker: every CPython garbage-collection pause: which generation, which
+ * thread, how long, how many objects it found unreachable. Hooks, best first
+ * (src/pyhooks.h): the USDT probes python:gc__start/gc__done (distro builds, also
+ * stripped ones), else uprobes on the collector function of that version (builds
+ * with symbols, e.g. pyenv).
+ */
+#include <bcc/libbpf.h>
+#include <linux/types.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kbtf.h"
+#include "log.h"
+#include "out.h"
+#include "pidwatch.h"
+#include "procinfo.h"
+#include "pyebpf_bpf.h"
+#include "pygc.h"
+#include "pyhooks.h"
+#include "pyproc.h"
+#include "record.h"
+#include "tracker.h"
+#include "utf8.h"
+
+extern const char pygc_bpf_text[];
+
+enum { OPT_MIN_MS = OPT_TOOL_BASE, OPT_STACK, OPT_GEN = 'g' };
+
+static const struct opt options[] = {
+	OPT_ENTRY_PID,
+	{ OPT_MIN_MS, 0, "min-ms", "MS", "only pauses of at least MS milliseconds (fractions allowed)" },
+	{ OPT_GEN, 'g', "generation", "GEN", "only collections of generation GEN (0, 1 or 2)" },
+	{ OPT_STACK, 0, "stack", NULL, "add the Python stack of the code that triggered each collection" },
+	OPT_ENTRIES_TRACKER_TAIL,
+};
+
+static const struct field pause_fields[] = {
+	{ "metric", FIELD_STR, NULL, "gc_pause: one garbage collection", 0, NULL, 0, NULL },
+	FIELD_PID(2),
+	FIELD_TID(3),
+	FIELD_CONTAINER_PID,
+	FIELD_CONTAINER_TID,
+	FIELD_COMM(4),
+	FIELD_THREAD_NAME(5),
+	{ "generation", FIELD_INT, NULL, "the generation collected: 0, 1 or 2 (2: full collection)", 6, "GEN", 3, NULL },
+	{ "start_time", FIELD_TIME, NULL, "when the collection started (UTC, ISO 8601, microseconds)", 0, NULL, 0, NULL },
+	{ "end_time", FIELD_TIME, NULL, "when it ended", 0, NULL, 0, NULL },
+	{ "start_ns", FIELD_INT, "ns", "the start on CLOCK_MONOTONIC (Python's time.monotonic_ns clock)", 0, NULL, 0, NULL },
+	{ "end_ns", FIELD_INT, "ns", "the end on CLOCK_MONOTONIC", 0, NULL, 0, NULL },
+	{ "duration_ms", FIELD_REAL, "ms", "the pause: end minus start", 7, "PAUSE_MS", 9, NULL },
+	{ "collected", FIELD_INT, NULL, "unreachable objects found (collected + uncollectable); null when unknown", 8, "COLLECTED", 9, NULL },
+	{ "hook", FIELD_STR, NULL, "what measured it: usdt, uprobe or uprobe_callbacks", 0, NULL, 0, NULL },
+	FIELD_TIME(1),
+	{ "stack", FIELD_ARRAY, NULL, "--stack: the frames as \"function (file:line)\", outermost first", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field generation_fields[] = {
+	FIELD_METRIC,
+	{ "generation", FIELD_INT, NULL, "the generation these pauses are of", 0, NULL, 0, NULL },
+	{ "count", FIELD_INT, NULL, "collections reported", 0, NULL, 0, NULL },
+	{ "total_ms", FIELD_REAL, "ms", "their pauses added up", 0, NULL, 0, NULL },
+	{ "p50_ms", FIELD_REAL, "ms", "median pause (nearest rank); null without collections", 0, NULL, 0, NULL },
+	{ "p99_ms", FIELD_REAL, "ms", "99th percentile pause (nearest rank); null without collections", 0, NULL, 0, NULL },
+	{ "max_ms", FIELD_REAL, "ms", "longest pause; null without collections", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field summary_fields[] = {
+	FIELD_METRIC,
+	{ "events", FIELD_INT, NULL, "records printed", 0, NULL, 0, NULL },
+	FIELD_LOST,
+	FIELD_MISSED,
+	PYGC_COUNTERS(PYEBPF_COUNTER_FIELD)
+	{ "stacks_incomplete", FIELD_INT, NULL, "--stack: pauses whose stack could not be read completely", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct counter_name counters[] = { PYGC_COUNTERS(PYEBPF_COUNTER_NAME) { 0, NULL, NULL } };
+
+static const struct schema pause_schema = { "gc_pause", SCHEMA_EVENT, pause_fields };
+static const struct schema generation_schema = { "gc_summary", SCHEMA_SUMMARY, generation_fields };
+static const struct schema summary_schema = { "pygc_summary", SCHEMA_SUMMARY, summary_fields };
+static const struct schema *const schemas[] = { &pause_schema, &generation_schema, &summary_schema, NULL };
+
+/* A traced process (-p, or found by the scan), or one seen in an event (system-wide). */
+struct target {
+	pid_t pid;
+	struct pyproc *py; /* NULL when it is not (or no longer) readable */
+};
+
+#define MAX_TARGETS 1024
+
+/* Durations of one generation, for the summary */
+struct gen_stats {
+	double *ms;
+	size_t n, cap;
+	double total;
+};
+
+struct pygc {
+	struct tracker base;
+	double min_ms;
+	int generation; /* -1: all */
+	bool stack;
+	bool system_wide;
+	struct pyhook_plan *hooks;
+	char *text; /* the BPF text with the plan's USDT entry functions */
+	struct target targets[MAX_TARGETS];
+	int ntargets;
+	struct pidwatch watch; /* -p */
+	struct gen_stats gens[3];
+	unsigned long long events;
+	unsigned long long stack_errors; /* --stack: events whose stack could not be read */
+};
+
+static void init(struct tracker *t)
+{
+	((struct pygc *)t)->generation = -1;
+}
+
+static int option(struct tracker *t, int id, const char *arg)
+{
+	struct pygc *g = (struct pygc *)t;
+	unsigned long gen;
+
+	switch (id) {
+	case OPT_MIN_MS:
+		return opts_parse_double("min-ms", arg, 0, 3600e3, &g->min_ms);
+	case OPT_STACK:
+		g->stack = true;
+		return 0;
+	case OPT_GEN:
+		if (opts_parse_ulong("generation", arg, 0, 2, &gen))
+			return -1;
+		g->generation = (int)gen;
+		return 0;
+	}
+	return -1;
+}
+
+static int build_cflags(struct pygc *g)
+{
+	struct cflags *cf = &g->base.cflags;
+	struct kbtf *b = kbtf_open();
+	int r;
+
+	if (!b)
+		return -1;
+	r = pyebpf_bpf_cflags(b, cf, g->base.common);
+	/* the walker finds the thread's PyThreadState by its fsbase (python.bpf.h) */
+	if (!r && g->stack)
+		r = kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
+	kbtf_close(b);
+	if (r)
+		return -1;
+	if (g->generation >= 0)
+		cflags_add(cf, "-DGEN=%d", g->generation);
+	if (g->min_ms > 0)
+		cflags_add(cf, "-DMIN_NS=%lluull", (unsigned long long)(g->min_ms * 1e6 + 0.5));
+	if (g->stack)
+		cflags_add(cf, "-DSTACK");
+	return 0;
+}
+
+/* ---- hooks: which functions of which binary, per CPython version ---- */
+
+/*
+ * Clones that take no generation argument: the compiler specialised them for the one
+ * constant caller, the full collection (generation 2). Checked with the DWARF of the
+ * build (gdb "info scope": collect.constprop.0 has n_collected in rdi, no generation).
+ */
+static const struct {
+	int minor;
+	const char *symbol;
+} full_collection_clones[] = {
+	{ 8, "collect.constprop.0" }, /* pyenv 3.8.18 (GCC 12) */
+};
+
+static const char *collector_entry_fn(int minor, const char *symbol)
+{
+	for (size_t i = 0; i < sizeof(full_collection_clones) / sizeof(full_collection_clones[0]); i++)
+		if (full_collection_clones[i].minor == minor &&
+		    !strcmp(full_collection_clones[i].symbol, symbol))
+			return "collector_entry_gen2";
+	/* collect(int generation, ...) in 3.8, (tstate, generation, ...) after */
+	return minor == 8 ? "collector_entry_rdi" : "collector_entry_rsi";
+}
+
+/*
+ * The collector of each version (static functions, so only in builds with a symbol
+ * table; pyebpf(7), CPYTHON INTERNALS): 3.8-3.9 collect(), 3.10-3.13 and
+ * 3.14.5+ gc_collect_main(), 3.14.0-3.14.4 (incremental GC) _PyGC_Collect().
+ */
+static const char *const *collector_names(int minor)
+{
+	static const char *const v38[] = { "collect", NULL };
+	static const char *const v310[] = { "gc_collect_main", NULL };
+	static const char *const v314[] = { "gc_collect_main", "_PyGC_Collect", NULL };
+
+	if (minor <= 9)
+		return v38;
+	if (minor <= 13)
+		return v310;
+	return v314;
+}
+
+/* Uprobes on the collector (and, 3.13+, on the callback runner inside it). 1: none found. */
+static int plan_uprobes(struct pyhook_plan *plan, const struct pyhook_target *t, char *how,
+			size_t howlen)
+{
+	int minor = pyproc_version(t->py)->minor;
+	const char *const *names = collector_names(minor);
+	int added = 0;
+
+	for (; *names && !added; names++) {
+		struct pyhook_clones c;
+
+		pyhooks_clones(t->binary, *names, &c);
+		for (int i = 0; i < c.n; i++) {
+			const char *fn = collector_entry_fn(minor, c.names[i]);
+			int r = pyhooks_add_uprobe(plan, t->binary, t->pid, c.names[i], fn, false);
+
+			if (r > 0)
+				continue;
+			if (r < 0 ||
+			    pyhooks_add_uprobe(plan, t->binary, t->pid, c.names[i], "collector_return", true))
+				return -1;
+			if (!added)
+				snprintf(how, howlen, "uprobes on %s", c.names[i]);
+			added++;
+		}
+	}
+	if (!added)
+		return 1;
+	/*
+	 * From 3.13 on, the gc.callbacks run inside the collector. Timing from the
+	 * "start" callback's return to the "stop" callback's entry measures the
+	 * collection alone, as the USDT probes do (shutdown collections run no
+	 * callbacks: they keep the collector's entry and return).
+	 */
+	if (minor >= 13) {
+		int n = pyhooks_add_function(plan, t->binary, t->pid, "invoke_gc_callback",
+					     "callback_entry", "callback_return");
+		if (n < 0)
+			return -1;
+		if (n)
+			snprintf(how + strlen(how), howlen - strlen(how), " timed between its callbacks");
+	}
+	return 0;
+}
+
+/*
+ * The hooks for one interpreter binary: USDT if it has the gc probes, else uprobes.
+ * An installed binary no process runs yet has no known version: USDT only.
+ */
+static int plan_binary(void *ctx, struct pyhook_plan *plan, const struct pyhook_target *t,
+		       char *how, size_t howlen)
+{
+	static const struct pyhook_usdt gc_probes[] = {
+		{ "gc__start", "usdt_gc_start" },
+		{ "gc__done", "usdt_gc_done" },
+		{ NULL, NULL },
+	};
+	int r = pyhooks_add_usdt(plan, t->binary, t->pid, "python", gc_probes);
+
+	(void)ctx;
+	if (r == 0)
+		snprintf(how, howlen, "USDT python:gc__start/gc__done");
+	if (r == 1 && t->py)
+		r = plan_uprobes(plan, t, how, howlen);
+	if (r == 1)
+		snprintf(how, howlen, "has no USDT gc probes (built without --with-dtrace) and no "
+			 "symbol for its collector function (stripped): its collections cannot be traced");
+	return r;
+}
+
+/* Every CPython found is kept: thread names, and the stack walker's configuration. */
+static bool keep_target(void *ctx, struct pyproc *py)
+{
+	struct pygc *g = ctx;
+
+	if (g->ntargets == MAX_TARGETS)
+		return false;
+	g->targets[g->ntargets++] = (struct target){ pyproc_pid(py), py };
+	return true;
+}
+
+static int plan_hooks(struct pygc *g)
+{
+	const struct common_opts *c = g->base.common;
+	const struct pyhook_planner planner = { plan_binary, keep_target, g, false };
+
+	if (!g->system_wide)
+		return pyhooks_plan_pids(g->hooks, c->pids, c->npids, &planner);
+	if (pyhooks_plan_system(g->hooks, &planner) > 0)
+		return 0;
+	log_error("no running CPython process with USDT gc probes or collector symbols was "
+		  "found; start one first or name it with -p PID");
+	return -1;
+}
+
+static int prepare(struct tracker *t)
+{
+	struct pygc *g = (struct pygc *)t;
+
+	if (build_cflags(g))
+		return -1;
+	if (t->common->print_ebpf && !t->common->npids) {
+		/* the USDT entry functions depend on the targets; without -p show the tool's part */
+		t->text = pygc_bpf_text;
+		return 0;
+	}
+	g->system_wide = t->common->npids == 0;
+	if (!(g->hooks = pyhooks_new()) || plan_hooks(g))
+		return -1;
+	if (!(g->text = pyhooks_text(g->hooks, pygc_bpf_text)))
+		return -1;
+	t->text = g->text;
+	return 0;
+}
+
+/* ---- events ---- */
+
+/* --stack: gives the walker in BPF the layout of target's interpreter. */
+static void configure_walker(struct pygc *g, struct target *target)
+{
+	struct pywalk_config cfg;
+	int fd;
+
+	if (!g->stack || !target->py || !g->base.prog)
+		return;
+	pyproc_walk_config(target->py, &cfg);
+	fd = bpfprog_table_fd(g->base.prog, "py_config");
+	if (fd < 0 || bpf_update_elem(fd, &target->pid, &cfg, BPF_ANY))
+		log_warn("cannot configure the stack walker for pid %d: its stacks are not shown",
+			 target->pid);
+}
+
+static struct target *target_of(struct pygc *g, pid_t pid)
+{
+	struct pyproc_error err;
+
+	for (int i = 0; i < g->ntargets; i++)
+		if (g->targets[i].pid == pid)
+			return &g->targets[i];
+	if (!g->system_wide || g->ntargets == MAX_TARGETS)
+		return NULL;
+	/* system-wide: opened on its first collection, for thread names (and stacks, from its next one) */
+	g->targets[g->ntargets] = (struct target){ pid, pyproc_open(pid, &err) };
+	configure_walker(g, &g->targets[g->ntargets]);
+	return &g->targets[g->ntargets++];
+}
+
+static const char *hook_name(unsigned source)
+{
+	switch (source) {
+	case PYGC_SRC_USDT:
+		return "usdt";
+	case PYGC_SRC_UPROBE:
+		return "uprobe";
+	case PYGC_SRC_CALLBACK:
+		return "uprobe_callbacks";
+	}
+	return "unknown";
+}
+
+static void stats_add(struct gen_stats *s, double ms)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 256;
+		double *v = realloc(s->ms, cap * sizeof(*v));
+		if (!v)
+			return;
+		s->ms = v, s->cap = cap;
+	}
+	s->ms[s->n++] = ms;
+	s->total += ms;
+}
+
+/*
+ * --stack: the frames as "func (file:line)", outermost first like a Python traceback
+ * (most recent call last). A stack that could not be read completely says so in its
+ * first entry ("[truncated]", "[unknown: ...]"), never silently.
+ */
+static json_t *stack_json(struct pygc *g, struct target *target, const struct pygc_stack_event *s,
+			  int size)
+{
+	static const char *const why[] = {
+		[PYWALK_NO_THREAD] = "[unknown: no Python thread state]",
+		[PYWALK_ERR_CONFIG] = "[unknown: process not configured yet]",
+		[PYWALK_ERR_THREADS] = "[unknown: thread list unreadable]",
+		[PYWALK_ERR_FRAME] = "[unknown: frame unreadable]",
+		[PYWALK_ERR_CODE] = "[unknown: code object unreadable]",
+	};
+	json_t *a = json_array();
+	int depth = (int)s->depth;
+	char frame[1024], clean[3 * sizeof(frame)];
+
+	if (depth > PYWALK_DEPTH_LIMIT ||
+	    size < (int)(offsetof(struct pygc_stack_event, frames) + (size_t)depth * sizeof(s->frames[0])))
+		depth = 0;
+	if (s->status == PYWALK_TRUNCATED)
+		json_array_append_new(a, json_string("[truncated]"));
+	else if (s->status != PYWALK_COMPLETE && s->status < sizeof(why) / sizeof(why[0]) && why[s->status])
+		json_array_append_new(a, json_string(why[s->status]));
+	if (s->status != PYWALK_COMPLETE)
+		g->stack_errors++;
+	for (int i = depth - 1; i >= 0; i--) {
+		struct pycode_loc loc;
+
+		if (!target || !target->py ||
+		    pyproc_code_location(target->py, s->frames[i].code, s->frames[i].instr,
+					 s->frames[i].firstlineno, &loc))
+			snprintf(frame, sizeof(frame), "[unknown]");
+		else if (loc.file[0])
+			snprintf(frame, sizeof(frame), "%s (%s:%d)", loc.func, loc.file, loc.line);
+		else
+			snprintf(frame, sizeof(frame), "%s", loc.func);
+		utf8_repair(frame, sizeof(frame), clean, sizeof(clean));
+		json_array_append_new(a, json_string(clean));
+	}
+	return a;
+}
+
+static void on_event(void *ctx, void *data, int size)
+{
+	struct pygc *g = ctx;
+	const struct pygc_event *ev = data;
+	const struct task_head *task = &ev->task;
+	char start[40], end[40], name[PYTHREAD_NAME_MAX] = "";
+	json_t *stack = NULL;
+	struct target *target;
+	FILE *text;
+	double ms;
+	json_t *o;
+
+	if (size < (int)sizeof(*ev))
+		return;
+	if (g->stack && size < (int)offsetof(struct pygc_stack_event, frames))
+		return;
+	ms = (double)(ev->end_ns - ev->start_ns) / 1e6;
+	target = target_of(g, (pid_t)task->pid);
+	if (!target || !target->py || pyproc_thread_name(target->py, (pid_t)task->tid, name, sizeof(name)) < 0)
+		if (procinfo_comm((pid_t)task->pid, (pid_t)task->tid, name, sizeof(name)))
+			snprintf(name, sizeof(name), "%.16s", task->comm);
+	time_format_mono_ns(ev->start_ns, start, sizeof(start));
+	time_format_mono_ns(ev->end_ns, end, sizeof(end));
+
+	o = json_object();
+	json_set_str(o, "metric", pause_schema.metric);
+	record_set_task(o, task);
+	json_set_str(o, "thread_name", name);
+	json_set_int(o, "generation", ev->generation);
+	json_set_str(o, "start_time", start);
+	json_set_str(o, "end_time", end);
+	json_set_int(o, "start_ns", (json_int_t)ev->start_ns);
+	json_set_int(o, "end_ns", (json_int_t)ev->end_ns);
+	json_set_real(o, "duration_ms", ms);
+	json_object_set_new(o, "collected", ev->collected >= 0 ? json_integer(ev->collected) : json_null());
+	json_set_str(o, "hook", hook_name(ev->source));
+	json_set_str(o, "time", end);
+	if (g->stack) {
+		stack = stack_json(g, target, data, size);
+		json_object_set(o, "stack", stack);
+	}
+	sink_record(g->base.sink, &pause_schema, o);
+	text = sink_text(g->base.sink);
+	if (stack && text) {
+		/* columns: the frames under the event, indented, outermost first */
+		size_t i;
+		json_t *f;
+		json_array_foreach(stack, i, f)
+			fprintf(text, "    %s\n", json_string_value(f));
+		fflush(text);
+	}
+	json_decref(stack);
+	g->events++;
+	if (ev->generation >= 0 && ev->generation <= 2)
+		stats_add(&g->gens[ev->generation], ms);
+}
+
+static int start(struct tracker *t)
+{
+	struct pygc *g = (struct pygc *)t;
+	struct bpfprog *p = t->prog;
+
+	if (pyebpf_bpf_set_pids(p, t->common))
+		return -1;
+	for (int i = 0; i < g->ntargets; i++)
+		configure_walker(g, &g->targets[i]);
+	if (!g->system_wide)
+		pidwatch_init(&g->watch, t->common->pids, t->common->npids);
+	/*
+	 * A wakeup per record costs the collecting thread an IPI (a third of pygc's cost
+	 * per collection in bench/pygc.sh): wake every 32 records; the runner reads the
+	 * rest after each poll of at most poll_ms (100), so a record waits 100 ms at most.
+	 */
+	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 32) || pyhooks_attach(g->hooks, p))
+		return -1;
+	snprintf(t->banner, sizeof(t->banner), "Tracing CPython GC pauses (%d probes).",
+		 bpfprog_attachments(p));
+	return 0;
+}
+
+static int tick(struct tracker *t, uint64_t now_ns)
+{
+	struct pygc *g = (struct pygc *)t;
+
+	if (!t->done && pidwatch_all_gone(&g->watch, now_ns)) {
+		log_info("every traced process has exited");
+		t->done = true;
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted values. */
+static double percentile(const double *v, size_t n, double p)
+{
+	size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999999);
+	if (rank < 1)
+		rank = 1;
+	return v[rank > n ? n - 1 : rank - 1];
+}
+
+static void finish(struct tracker *t)
+{
+	struct pygc *g = (struct pygc *)t;
+	json_t *o;
+
+	for (int gen = 0; gen < 3; gen++) {
+		struct gen_stats *s = &g->gens[gen];
+		char title[32];
+
+		o = json_object();
+		json_set_str(o, "metric", generation_schema.metric);
+		json_set_int(o, "generation", gen);
+		json_set_int(o, "count", (json_int_t)s->n);
+		json_set_real(o, "total_ms", s->total);
+		if (s->n) {
+			qsort(s->ms, s->n, sizeof(double), cmp_double);
+			json_set_real(o, "p50_ms", percentile(s->ms, s->n, 50));
+			json_set_real(o, "p99_ms", percentile(s->ms, s->n, 99));
+			json_set_real(o, "max_ms", s->ms[s->n - 1]);
+		} else {
+			json_object_set_new(o, "p50_ms", json_null());
+			json_object_set_new(o, "p99_ms", json_null());
+			json_object_set_new(o, "max_ms", json_null());
+		}
+		snprintf(title, sizeof(title), "generation %d", gen);
+		sink_summary_titled(t->sink, &generation_schema, title, o);
+	}
+	o = json_object();
+	json_set_str(o, "metric", summary_schema.metric);
+	json_set_int(o, "events", (json_int_t)g->events);
+	record_set_losses(o, t->prog);
+	record_set_counters(o, t->prog, counters);
+	if (g->stack)
+		json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
+	sink_summary(t->sink, &summary_schema, o);
+}
+
+static void destroy(struct tracker *t)
+{
+	struct pygc *g = (struct pygc *)t;
+
+	for (int i = 0; i < g->ntargets; i++)
+		pyproc_close(g->targets[i].py);
+	for (int gen = 0; gen < 3; gen++)
+		free(g->gens[gen].ms);
+	pyhooks_free(g->hooks);
+	free(g->text);
+}
+
+const struct tracker_ops pygc_tracker = {
+	.name = "pygc",
+	.size = sizeof(struct pygc),
+	.options = options,
+	.schemas = schemas,
+	.init = init,
+	.option = option,
+	.prepare = prepare,
+	.start = start,
+	.tick = tick,
+	.finish = finish,
+	.destroy = destroy,
+};
