@@ -15,8 +15,9 @@
  */
 enum sk_rst_reason { SK_RST_REASON_PLACEHOLDER = 0 };
 #endif
-#include "pyebpf.bpf.h"
 #include "tcploss.h"
+#define PYEBPF_NCOUNTERS TCPLOSS_CNT_MAX
+#include "pyebpf.bpf.h"
 
 #define TCP_SYN_SENT 2
 #define TCP_TIME_WAIT 6
@@ -29,24 +30,10 @@ enum sk_rst_reason { SK_RST_REASON_PLACEHOLDER = 0 };
 #define SOCK_STREAM 1
 
 /* Who a socket belongs to, learned where the current task is the right one. */
-struct owner {
-	u64 pid_tgid;
-	u32 nspid, nstid;
-	char comm[16];
-};
-
-BPF_TABLE("lru_hash", u64, struct owner, owners, 65536);   /* by sock address */
+BPF_TABLE("lru_hash", u64, struct task_head, owners, 65536); /* by sock address */
 BPF_TABLE("lru_hash", u64, u8, ca_states, 65536);          /* last congestion state seen */
 BPF_HASH(zero_windows, u64, u64, 16384);                    /* open episodes: start time */
 BPF_ARRAY(zero_windows_open, u64, 1); /* how many: lets tcp_probe skip the lookup when none */
-BPF_ARRAY(counters, u64, TCPLOSS_CNT_MAX);
-
-static __always_inline void count_add(u32 which, u64 n)
-{
-	u64 *v = counters.lookup(&which);
-	if (v)
-		__sync_fetch_and_add(v, n);
-}
 
 #ifdef CONN_COUNTS
 BPF_HASH(conn_counts, struct tcploss_conn_key, struct tcploss_conn_counts, 16384);
@@ -69,15 +56,15 @@ static __always_inline void conn_count(const struct tcploss_event *ev)
 	k.dport = ev->dport;
 	c = conn_counts.lookup_or_try_init(&k, zero);
 	if (!c) {
-		count_add(TCPLOSS_CNT_MAP_FULL, 1);
+		counter_add(TCPLOSS_CNT_MAP_FULL, 1);
 		return;
 	}
 	__sync_fetch_and_add(&c->n[kind], 1);
 	if (kind == TCPLOSS_RETRANSMIT)
 		__sync_fetch_and_add(&c->segments, ev->segments);
-	if (ev->pid) {
-		c->pid = ev->pid;
-		__builtin_memcpy(c->comm, ev->comm, sizeof(c->comm));
+	if (ev->task.pid) {
+		c->pid = ev->task.pid;
+		__builtin_memcpy(c->comm, ev->task.comm, sizeof(c->comm));
 	}
 }
 #else
@@ -183,44 +170,37 @@ static __always_inline void read_ctx(struct tcploss_event *ev, u64 sk)
 static __always_inline bool event_init(struct tcploss_event *ev, u8 kind, u64 sk,
 				       const struct sock_addrs *a)
 {
-	struct owner *o;
+	struct task_head *o;
 
 	if (!conn_wanted(a))
 		return false;
 	o = sk ? owners.lookup(&sk) : 0;
 #ifdef FILTER_PIDS
-	if (!o || !pid_wanted(o->pid_tgid >> 32))
+	if (!o || !pid_wanted(o->pid))
 		return false;
 #endif
-	ev->ts_ns = bpf_ktime_get_ns();
+	if (o)
+		ev->task = *o;
+	ev->task.ts_ns = bpf_ktime_get_ns();
 	ev->kind = kind;
 	ev->family = a->family;
 	ev->sport = a->sport;
 	ev->dport = a->dport;
 	__builtin_memcpy(ev->saddr, a->saddr, 16);
 	__builtin_memcpy(ev->daddr, a->daddr, 16);
-	if (o) {
-		ev->pid = o->pid_tgid >> 32;
-		ev->tid = (u32)o->pid_tgid;
-		ev->nspid = o->nspid;
-		ev->nstid = o->nstid;
-		__builtin_memcpy(ev->comm, o->comm, sizeof(ev->comm));
-	}
 	return true;
 }
 
 /* The current task owns sk from now on (connect, accept); only_if_new: a send. */
 static __always_inline void owner_learn(u64 sk, bool only_if_new)
 {
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct owner o = { .pid_tgid = pid_tgid };
+	struct task_head o;
 
-	if (!sk || !pid_wanted(pid_tgid >> 32))
+	if (!sk || !pid_wanted(bpf_get_current_pid_tgid() >> 32))
 		return;
 	if (only_if_new && owners.lookup(&sk))
 		return;
-	current_ns_ids(&o.nspid, &o.nstid);
-	bpf_get_current_comm(&o.comm, sizeof(o.comm));
+	task_head_fill(&o);
 	owners.update(&sk, &o);
 }
 
@@ -243,8 +223,8 @@ TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)
 	 * device after the kernel counted the segments in TcpRetransSegs: a retransmission.
 	 */
 	if (args->err < 0) {
-		count_add(TCPLOSS_CNT_RETRANS_FAILED, 1);
-		count_add(TCPLOSS_CNT_RETRANS_FAILED_SEGS, segs);
+		counter_add(TCPLOSS_CNT_RETRANS_FAILED, 1);
+		counter_add(TCPLOSS_CNT_RETRANS_FAILED_SEGS, segs);
 		return 0;
 	}
 #endif
@@ -331,7 +311,7 @@ static __always_inline void zero_window_ended(void *ctx, u64 sk, const struct so
 		__sync_fetch_and_add(open, -1);
 	if (!event_init(ev, TCPLOSS_ZERO_WINDOW_END, sk, a))
 		return;
-	ev->duration_ns = ev->ts_ns - began;
+	ev->duration_ns = ev->task.ts_ns - began;
 	read_ctx(ev, sk);
 	conn_count(ev);
 	emit_event(ctx, ev, sizeof(*ev));
@@ -371,10 +351,10 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 	addrs_from_sockaddr(&a, (const u8 *)args->saddr, (const u8 *)args->daddr);
 	if (!event_init(&ev, TCPLOSS_ZERO_WINDOW, sk, &a))
 		return 0;
-	now = ev.ts_ns;
+	now = ev.task.ts_ns;
 	if (zero_windows.insert(&sk, &now)) {
 		if (!zero_windows.lookup(&sk)) /* else another CPU started it first */
-			count_add(TCPLOSS_CNT_MAP_FULL, 1);
+			counter_add(TCPLOSS_CNT_MAP_FULL, 1);
 		return 0;
 	}
 	{

@@ -1,6 +1,8 @@
-/* tcploss: the event record, shared by the BPF text and tools/tcploss.c. */
+/* tcploss: the event record, shared by the BPF text and src/trackers/tcploss.c. */
 #ifndef PYEBPF_TCPLOSS_H
 #define PYEBPF_TCPLOSS_H
+
+#include "pyebpf.h"
 
 enum tcploss_kind {
 	TCPLOSS_RETRANSMIT = 1,     /* tcp:tcp_retransmit_skb the kernel counted (err >= 0) */
@@ -12,19 +14,24 @@ enum tcploss_kind {
 	TCPLOSS_KIND_MAX = 7,
 };
 
-/* Indexes into the "counters" array: what the events alone do not show. */
-enum tcploss_counter {
-	TCPLOSS_CNT_RETRANS_FAILED = 0,      /* retransmit attempts the kernel gave up on (err < 0) */
-	TCPLOSS_CNT_RETRANS_FAILED_SEGS = 1, /* their segments: not in TcpRetransSegs when err came early */
-	TCPLOSS_CNT_MAP_FULL = 2,            /* a tracking map was full: an episode was not followed */
-	TCPLOSS_CNT_MAX = 3,
-};
+/*
+ * The program's counters (pyebpf.h): what the events alone do not show. Two lists,
+ * because the summary puts them in two places.
+ */
+#define TCPLOSS_RETRANS_COUNTERS(X)                                                               \
+	X(TCPLOSS_CNT_RETRANS_FAILED, "retransmit_failed",                                        \
+	  "retransmit attempts the kernel gave up on (err < 0)")                                  \
+	X(TCPLOSS_CNT_RETRANS_FAILED_SEGS, "retransmit_failed_segments",                          \
+	  "their segments (not in TcpRetransSegs when err came early)")
+#define TCPLOSS_MAP_COUNTERS(X) \
+	X(TCPLOSS_CNT_MAP_FULL, "map_full", "a tracking map was full: an episode or a connection was not followed")
+#define TCPLOSS_COUNTERS(X) TCPLOSS_RETRANS_COUNTERS(X) TCPLOSS_MAP_COUNTERS(X)
+enum tcploss_counter { TCPLOSS_COUNTERS(PYEBPF_COUNTER_ID) TCPLOSS_CNT_MAX };
 
 struct tcploss_event {
-	__u64 ts_ns;       /* bpf_ktime_get_ns() when the event fired */
+	/* the socket's owner (pid 0 when unknown); ts_ns: when the event fired */
+	struct task_head task;
 	__u64 duration_ns; /* zero_window_end: how long the window stayed zero */
-	__u32 pid, tid;    /* host ids of the socket's owner; 0 when unknown */
-	__u32 nspid, nstid; /* the owner's ids in its own PID namespace */
 	__u32 srtt_us, snd_cwnd, total_retrans, lost_out, snd_wnd, rcv_wnd; /* valid when has_ctx */
 	__u32 segments;    /* retransmit: segments in the skb (tcp_skb_pcount) */
 	__u32 reason;      /* reset_sent: enum sk_rst_reason; valid when has_reason */
@@ -36,7 +43,6 @@ struct tcploss_event {
 	__u8 has_reason;
 	__u8 saddr[16];    /* local address (IPv4 in the first 4 bytes) */
 	__u8 daddr[16];    /* remote address */
-	char comm[16];
 };
 
 /* -c: per-connection counts kept in the kernel, exact even when events are lost. */

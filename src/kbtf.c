@@ -134,6 +134,14 @@ int kbtf_offset_cflag(struct kbtf *b, struct cflags *cf, const char *macro,
 	return 0;
 }
 
+int kbtf_offset_cflags(struct kbtf *b, struct cflags *cf, const struct kbtf_offset *offs)
+{
+	for (; offs->macro; offs++)
+		if (kbtf_offset_cflag(b, cf, offs->macro, offs->struct_name, offs->path))
+			return -1;
+	return 0;
+}
+
 int kbtf_struct_size(struct kbtf *b, const char *name, unsigned *size)
 {
 	__s32 id = btf__find_by_name_kind(b->btf, name, BTF_KIND_STRUCT);

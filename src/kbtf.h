@@ -34,4 +34,11 @@ int kbtf_struct_size(struct kbtf *b, const char *name, unsigned *size);
 int kbtf_offset_cflag(struct kbtf *b, struct cflags *cf, const char *macro,
 		      const char *struct_name, const char *path);
 
+/* The arguments of one kbtf_offset_cflag, for a table of them. */
+struct kbtf_offset {
+	const char *macro, *struct_name, *path;
+};
+/* kbtf_offset_cflag for each of offs (ending with a NULL macro); -1 after an error. */
+int kbtf_offset_cflags(struct kbtf *b, struct cflags *cf, const struct kbtf_offset *offs);
+
 #endif

@@ -30,6 +30,19 @@ int pyebpf_bpf_cflags(struct kbtf *b, struct cflags *cf, const struct common_opt
 	return 0;
 }
 
+int pyebpf_bpf_offsets_cflags(struct cflags *cf, const struct common_opts *c,
+			      const struct kbtf_offset *offs)
+{
+	struct kbtf *b = kbtf_open();
+	int r;
+
+	if (!b)
+		return -1;
+	r = pyebpf_bpf_cflags(b, cf, c) || kbtf_offset_cflags(b, cf, offs) ? -1 : 0;
+	kbtf_close(b);
+	return r;
+}
+
 int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c)
 {
 	int fd = bpfprog_table_fd(p, "pid_filter");

@@ -8,6 +8,12 @@
 
 /* Namespace-id offsets from BTF, and FILTER_PIDS when -p was given. -1 after an error. */
 int pyebpf_bpf_cflags(struct kbtf *b, struct cflags *cf, const struct common_opts *c);
+/*
+ * A tracker's prepare: opens the kernel's BTF for pyebpf_bpf_cflags and the program's
+ * own offsets (a table ending with a NULL macro). -1 after an error.
+ */
+int pyebpf_bpf_offsets_cflags(struct cflags *cf, const struct common_opts *c,
+			      const struct kbtf_offset *offs);
 /* Puts the -p pids into pid_filter. -1 after an error. */
 int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c);
 

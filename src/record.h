@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <linux/types.h>
+#include <stdbool.h>
 
 #include "bpfprog.h"
 #include "pyebpf.h"
@@ -28,6 +29,18 @@
 	{ "thread_name", FIELD_STR, NULL, "the Python thread's name (else its comm)", col, "THREAD", -16, NULL }
 #define FIELD_TIME(col) { "time", FIELD_TIME, NULL, "wall-clock time, UTC, ISO 8601 with microseconds", col, "TIME", -27, NULL }
 
+/*
+ * A connection's "family" and endpoints (record_set_family, record_set_endpoints):
+ * src and dst name the sides ("the local side"); col (> 0) is SRC's column, SPORT,
+ * DST and DPORT follow.
+ */
+#define FIELD_FAMILY { "family", FIELD_STR, NULL, "ipv4 or ipv6", 0, NULL, 0, NULL }
+#define FIELD_ENDPOINTS(col, src, dst)                                                 \
+	{ "src_ip", FIELD_STR, NULL, src "'s address", col, "SRC", 15, NULL },          \
+	{ "src_port", FIELD_INT, NULL, src "'s port", (col) + 1, "SPORT", 5, NULL },    \
+	{ "dst_ip", FIELD_STR, NULL, dst "'s address", (col) + 2, "DST", 15, NULL },    \
+	{ "dst_port", FIELD_INT, NULL, dst "'s port", (col) + 3, "DPORT", 5, NULL }
+
 /* What did not reach the output: records lost in full buffers, runs skipped by the kernel. */
 #define FIELD_LOST { "lost", FIELD_INT, NULL, "records lost because an output buffer was full", 0, NULL, 0, NULL }
 #define FIELD_MISSED \
@@ -37,6 +50,18 @@
 void record_set_task(json_t *o, const struct task_head *h);
 /* "time" from a bpf_ktime_get_ns() value. */
 void record_set_time(json_t *o, __u64 ts_ns);
+
+/* key: v, or null when not known (key: an ASCII literal, as every field name is). */
+void record_set_int_or_null(json_t *o, const char *key, json_int_t v, bool known);
+
+/* "family" of a connection: ipv4 (AF_INET) or ipv6. */
+void record_set_family(json_t *o, int family);
+/*
+ * "src_ip", "src_port", "dst_ip", "dst_port": addresses of family (4 or 16 bytes,
+ * network order) as inet_format() prints them, ports in host order.
+ */
+void record_set_endpoints(json_t *o, int family, const __u8 *src, unsigned sport, const __u8 *dst,
+			  unsigned dport);
 
 /* "lost" and "missed" of p. */
 void record_set_losses(json_t *o, struct bpfprog *p);

@@ -64,6 +64,15 @@ static bool all_done(struct tracker *const *trackers, int n)
 	return true;
 }
 
+/* Whether any tracker compiles BPF (a run of trackers without it needs no privileges). */
+static bool any_bpf(struct tracker *const *trackers, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!trackers[i]->ops->no_bpf)
+			return true;
+	return false;
+}
+
 static int loop(struct tracker *const *trackers, int n, uint64_t deadline_ns, struct sink *sink)
 {
 	while (!lifecycle_signal() && sink_status(sink) == 0) {
@@ -75,6 +84,8 @@ static int loop(struct tracker *const *trackers, int n, uint64_t deadline_ns, st
 		for (int i = 0; i < n; i++)
 			if (trackers[i]->ops->tick && trackers[i]->ops->tick(trackers[i], now))
 				return -1;
+		/* what a batching sink holds waits no longer than one poll */
+		sink_flush(sink);
 		if (all_done(trackers, n) || (deadline_ns && now >= deadline_ns))
 			break;
 	}
@@ -99,7 +110,7 @@ int runner_run(struct tracker *const *trackers, int n, const struct common_opts 
 			schema_print(stdout, trackers[i]->ops->schemas);
 		return EXIT_OK;
 	}
-	if (!common->print_ebpf && lifecycle_check_privileges())
+	if (!common->print_ebpf && any_bpf(trackers, n) && lifecycle_check_privileges())
 		return EXIT_RUNTIME;
 	for (int i = 0; i < n; i++)
 		if (trackers[i]->ops->prepare(trackers[i]))

@@ -65,6 +65,18 @@ FILE *sink_text(struct sink *s)
 	return s->ops->text ? s->ops->text(s) : NULL;
 }
 
+void sink_batch(struct sink *s)
+{
+	if (s && s->ops->batch)
+		s->ops->batch(s);
+}
+
+void sink_flush(struct sink *s)
+{
+	if (s && s->ops->flush)
+		s->ops->flush(s);
+}
+
 int sink_status(struct sink *s)
 {
 	return s->ops->status(s);
@@ -114,6 +126,19 @@ static int stdout_status(struct sink *s)
 {
 	(void)s;
 	return ferror(stdout) ? -1 : 0;
+}
+
+static void stdout_batch(struct sink *s)
+{
+	(void)s;
+	/* a block write per poll rather than one per line; stdout_flush empties it */
+	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+}
+
+static void stdout_flush(struct sink *s)
+{
+	(void)s;
+	fflush(stdout);
 }
 
 static int stdout_close(struct sink *s)
@@ -217,6 +242,8 @@ static const struct sink_ops json_ops = {
 	.table_row = json_record,
 	.summary = json_record,
 	.text = json_text,
+	.batch = stdout_batch,
+	.flush = stdout_flush,
 	.status = stdout_status,
 	.close = stdout_close,
 };
@@ -227,6 +254,8 @@ static const struct sink_ops columns_ops = {
 	.table_row = columns_table_row,
 	.summary = columns_summary,
 	.text = columns_text,
+	.batch = stdout_batch,
+	.flush = stdout_flush,
 	.status = stdout_status,
 	.close = stdout_close,
 };

@@ -25,6 +25,10 @@ struct sink_ops {
 	void (*summary)(struct sink *s, const struct schema *sc, json_t *obj);
 	/* Free-form result text (histograms, folded stacks), or NULL when it has none. */
 	FILE *(*text)(struct sink *s);
+	/* Optional: from now on records may be held until flush (written in blocks). */
+	void (*batch)(struct sink *s);
+	/* Optional: writes what is held. */
+	void (*flush)(struct sink *s);
 	/* 0, or -1 once results could not be written (then the tool stops). */
 	int (*status)(struct sink *s);
 	/* Writes what is pending; 0, or -1 after saying why results were lost. Frees s. */
@@ -49,6 +53,13 @@ void sink_summary(struct sink *s, const struct schema *sc, json_t *obj);
 void sink_summary_titled(struct sink *s, const struct schema *sc, const char *title, json_t *obj);
 void sink_table_begin(struct sink *s, const struct schema *sc, const char *title);
 FILE *sink_text(struct sink *s);
+/*
+ * For a tracker whose records come in storms: the sink may hold them and write them
+ * in blocks rather than line by line. The runner flushes after every poll, so nothing
+ * waits longer than the trackers' poll_ms.
+ */
+void sink_batch(struct sink *s);
+void sink_flush(struct sink *s);
 int sink_status(struct sink *s);
 int sink_close(struct sink *s);
 

@@ -26,6 +26,11 @@ struct tracker_ops {
 	size_t size;                         /* of the tracker's struct */
 	const struct opt *options;           /* its option table, the shared tail included */
 	const struct schema *const *schemas; /* every record it emits, NULL-terminated */
+	/*
+	 * It never sets text (no BPF): it needs no privileges, and it is ticked by the
+	 * timeout alone (poll_ms: how long until it wants its next tick).
+	 */
+	bool no_bpf;
 	/* Defaults. */
 	void (*init)(struct tracker *t);
 	/* One of its options (id from its option table); 0, or -1 after a usage error. */

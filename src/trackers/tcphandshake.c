@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "inetfmt.h"
 #include "kbtf.h"
 #include "log.h"
 #include "out.h"
@@ -42,11 +41,8 @@ static const struct field handshake_fields[] = {
 	FIELD_CONTAINER_PID,
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(4),
-	{ "family", FIELD_STR, NULL, "ipv4 or ipv6", 0, NULL, 0, NULL },
-	{ "src_ip", FIELD_STR, NULL, "the connecting side's address", 5, "SRC", 15, NULL },
-	{ "src_port", FIELD_INT, NULL, "the connecting side's port", 6, "SPORT", 5, NULL },
-	{ "dst_ip", FIELD_STR, NULL, "the accepting side's address", 7, "DST", 15, NULL },
-	{ "dst_port", FIELD_INT, NULL, "the accepting side's port", 8, "DPORT", 5, NULL },
+	FIELD_FAMILY,
+	FIELD_ENDPOINTS(5, "the connecting side", "the accepting side"),
 	{ "handshake_us", FIELD_INT, "us", "SYN sent (or first SYN seen) to ESTABLISHED; null when unknown", 9, "HS_US", 9, NULL },
 	{ "srtt_us", FIELD_INT, "us", "the kernel's smoothed round-trip time at the end; null when none", 10, "SRTT_US", 8, NULL },
 	{ "accept_queue_ms", FIELD_REAL, "ms", "accept: ESTABLISHED to the application's accept()", 11, "ACCQ_MS", 8, NULL },
@@ -103,17 +99,16 @@ static int option(struct tracker *t, int id, const char *arg)
 /* Kernel struct offsets (from BTF) and settings, as the BPF text's -D options. */
 static int prepare(struct tracker *t)
 {
+	static const struct kbtf_offset offsets[] = {
+		{ "OFF_TCP_SOCK_SRTT_US", "tcp_sock", "srtt_us" },
+		{ "OFF_SK_BUFF_DATA", "sk_buff", "data" },
+		{ NULL, NULL, NULL },
+	};
 	struct tcphandshake *h = (struct tcphandshake *)t;
 	struct cflags *cf = &t->cflags;
-	struct kbtf *b = kbtf_open();
-	int r = -1;
 
-	if (!b)
+	if (pyebpf_bpf_offsets_cflags(cf, t->common, offsets))
 		return -1;
-	if (pyebpf_bpf_cflags(b, cf, t->common) ||
-	    kbtf_offset_cflag(b, cf, "OFF_TCP_SOCK_SRTT_US", "tcp_sock", "srtt_us") ||
-	    kbtf_offset_cflag(b, cf, "OFF_SK_BUFF_DATA", "sk_buff", "data"))
-		goto out;
 	if (h->port)
 		cflags_add(cf, "-DPORT=%lu", h->port);
 	if (h->family)
@@ -128,10 +123,7 @@ static int prepare(struct tracker *t)
 	 */
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = tcphandshake_bpf_text;
-	r = 0;
-out:
-	kbtf_close(b);
-	return r;
+	return 0;
 }
 
 static const char *outcome_name(unsigned outcome)
@@ -149,29 +141,21 @@ static const char *outcome_name(unsigned outcome)
 	return "unknown";
 }
 
-static void int_or_null(json_t *o, const char *key, json_int_t v, int known)
-{
-	json_object_set_new(o, key, known ? json_integer(v) : json_null());
-}
-
 static void emit(struct tcphandshake *h, const struct tcphs_event *ev)
 {
-	char local[INET6_ADDRSTRLEN], remote[INET6_ADDRSTRLEN];
 	int accept = ev->kind == TCPHS_ACCEPT;
 	json_t *o = json_object();
 
-	inet_format(ev->family, ev->saddr, local, sizeof(local));
-	inet_format(ev->family, ev->daddr, remote, sizeof(remote));
 	json_set_str(o, "metric", accept ? "tcp_accept" : "tcp_connect");
 	record_set_task(o, &ev->task);
-	json_set_str(o, "family", ev->family == AF_INET6 ? "ipv6" : "ipv4");
+	record_set_family(o, ev->family);
 	/* src is the side that connected, dst the side that accepted */
-	json_set_str(o, "src_ip", accept ? remote : local);
-	json_set_int(o, "src_port", accept ? ev->dport : ev->sport);
-	json_set_str(o, "dst_ip", accept ? local : remote);
-	json_set_int(o, "dst_port", accept ? ev->sport : ev->dport);
-	int_or_null(o, "handshake_us", (json_int_t)(ev->handshake_ns / 1000), ev->handshake_ns != 0);
-	int_or_null(o, "srtt_us", ev->srtt_us, ev->srtt_us != 0);
+	if (accept)
+		record_set_endpoints(o, ev->family, ev->daddr, ev->dport, ev->saddr, ev->sport);
+	else
+		record_set_endpoints(o, ev->family, ev->saddr, ev->sport, ev->daddr, ev->dport);
+	record_set_int_or_null(o, "handshake_us", (json_int_t)(ev->handshake_ns / 1000), ev->handshake_ns != 0);
+	record_set_int_or_null(o, "srtt_us", ev->srtt_us, ev->srtt_us != 0);
 	if (accept && ev->outcome == TCPHS_SUCCESS)
 		json_set_real(o, "accept_queue_ms", (double)ev->accept_queue_ns / 1e6);
 	else

@@ -113,6 +113,8 @@ def test_retransmitted_segments_equal_the_clients_TcpRetransSegs(run_tool, netns
     assert after - before >= drops
     for e in retrans:
         assert e["pid"] == hello["pid"] and e["tid"] == hello["pid"]
+        # outside a PID namespace the container ids are the host ids
+        assert e["container_pid"] == e["pid"] and e["container_tid"] == e["tid"]
         assert e["comm"].startswith("python")
         assert e["src_port"] == hello["sport"] and e["dst_ip"] == sip
         assert e["dst_port"] == int(PORT) and e["family"] == family
