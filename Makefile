@@ -119,7 +119,7 @@ deps:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
-bench: all
+bench: all $(TEST_PROGS:%=$(BUILD)/tests/%)
 	$(Q)bench/run.sh $(BUILD)
 
 clean:
