@@ -1,0 +1,291 @@
+/* pyproc, part: reading target memory and the objects the other parts need. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "pyproc_impl.h"
+#include "utf8.h"
+
+
+int pyproc_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (!addr) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (!p->use_mem_fd) {
+		struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+		n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+		if (n == (ssize_t)len)
+			return 0;
+		if (n >= 0 || (errno != EPERM && errno != ENOSYS))
+			return errno = n >= 0 ? EFAULT : errno, -1;
+	}
+	if (p->mem_fd < 0)
+		return errno = EPERM, -1;
+	n = pread(p->mem_fd, buf, len, (off_t)addr);
+	return n == (ssize_t)len ? 0 : (errno = n >= 0 ? EFAULT : errno, -1);
+}
+
+int pyproc_rd_u64(const struct pyproc *p, uint64_t addr, uint64_t *v)
+{
+	return pyproc_read(p, addr, v, sizeof(*v));
+}
+
+uint64_t pyproc_u64_or0(const struct pyproc *p, uint64_t addr)
+{
+	uint64_t v = 0;
+
+	return pyproc_rd_u64(p, addr, &v) ? 0 : v;
+}
+
+/* Appends code point cp as UTF-8; returns bytes written (0 when it does not fit). */
+static size_t put_utf8(char *out, size_t room, uint32_t cp)
+{
+	char b[4];
+	size_t n;
+
+	if (cp >= 0xd800 && cp <= 0xdfff)
+		cp = 0xfffd; /* lone surrogates (surrogateescape) are not valid UTF-8 */
+	if (cp < 0x80) {
+		b[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		b[0] = (char)(0xc0 | (cp >> 6));
+		b[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		b[0] = (char)(0xe0 | (cp >> 12));
+		b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		b[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else if (cp < 0x110000) {
+		b[0] = (char)(0xf0 | (cp >> 18));
+		b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		b[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	} else {
+		return put_utf8(out, room, 0xfffd);
+	}
+	if (n >= room)
+		return 0;
+	memcpy(out, b, n);
+	return n;
+}
+
+int pyproc_read_str(const struct pyproc *p, uint64_t obj, char *buf, size_t len)
+{
+	const struct pyoffsets *o = &p->off;
+	unsigned char raw[1024];
+	int64_t length;
+	uint32_t state, kind;
+	size_t w = 0, nbytes;
+
+	if (!len)
+		return -1;
+	buf[0] = 0;
+	if (pyproc_read(p, obj + 16, &length, sizeof(length)) ||
+	    pyproc_read(p, obj + o->unicode_state, &state, sizeof(state)))
+		return -1;
+	kind = (state >> 2) & 7;
+	if (length < 0 || !(state & 0x20) || (kind != 1 && kind != 2 && kind != 4))
+		return -1; /* not a compact str: code and thread names always are */
+	if ((uint64_t)length > sizeof(raw) / kind)
+		length = (int64_t)(sizeof(raw) / kind);
+	nbytes = (size_t)length * kind;
+	if (state & 0x40) { /* compact ASCII */
+		if (pyproc_read(p, obj + o->unicode_ascii_data, raw, nbytes))
+			return -1;
+		utf8_repair((const char *)raw, nbytes, buf, len);
+		return 0;
+	}
+	if (pyproc_read(p, obj + o->unicode_compact_data, raw, nbytes))
+		return -1;
+	for (size_t i = 0; i < (size_t)length; i++) {
+		uint32_t cp;
+		size_t n;
+
+		if (kind == 1) {
+			cp = raw[i];
+		} else if (kind == 2) {
+			uint16_t c;
+			memcpy(&c, raw + 2 * i, 2);
+			cp = c;
+		} else {
+			memcpy(&cp, raw + 4 * i, 4);
+		}
+		n = put_utf8(buf + w, len - w, cp);
+		if (!n)
+			break;
+		w += n;
+	}
+	buf[w] = 0;
+	return 0;
+}
+
+int pyproc_read_long(const struct pyproc *p, uint64_t obj, int64_t *out)
+{
+	uint64_t head, ndigits;
+	uint32_t digits[3] = { 0 };
+	int neg;
+	uint64_t v = 0;
+
+	if (pyproc_rd_u64(p, obj + 16, &head))
+		return -1;
+	if (p->off.minor >= 12) {
+		ndigits = head >> 3; /* lv_tag: digit count << 3 | sign */
+		neg = (head & 3) == 2;
+	} else {
+		int64_t size = (int64_t)head;
+		neg = size < 0;
+		ndigits = (uint64_t)(size < 0 ? -size : size);
+	}
+	if (ndigits > 3)
+		return -1;
+	if (ndigits && pyproc_read(p, obj + 24, digits, ndigits * 4))
+		return -1;
+	for (uint64_t i = 0; i < ndigits; i++)
+		v |= (uint64_t)(digits[i] & 0x3fffffff) << (30 * i);
+	*out = neg ? -(int64_t)v : (int64_t)v;
+	return 0;
+}
+
+
+int pyproc_dict_foreach(const struct pyproc *p, const struct dict_view *d, dict_visit visit, void *ctx)
+{
+	uint64_t entries, esz, koff, voff;
+	int64_t nent;
+
+	if (!d->keys)
+		return 0;
+	if (p->off.minor <= 10) {
+		int64_t size;
+		uint64_t w;
+		if (pyproc_read(p, d->keys + 8, &size, 8) || pyproc_read(p, d->keys + 32, &nent, 8) ||
+		    size <= 0 || size > (1 << 24))
+			return 0;
+		w = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffll ? 4 : 8;
+		entries = d->keys + 40 + (uint64_t)size * w;
+		esz = 24, koff = 8, voff = 16;
+	} else {
+		uint8_t hdr[3];
+		if (pyproc_read(p, d->keys + 8, hdr, 3) || pyproc_read(p, d->keys + 24, &nent, 8) ||
+		    hdr[1] > 40)
+			return 0;
+		entries = d->keys + 32 + (1ull << hdr[1]);
+		if (hdr[2] == 0)
+			esz = 24, koff = 8, voff = 16; /* DICT_KEYS_GENERAL */
+		else
+			esz = 16, koff = 0, voff = 8;  /* unicode keys */
+	}
+	if (nent < 0 || nent > 65536)
+		return 0;
+	for (int64_t i = 0; i < nent; i++) {
+		uint64_t ent[3] = { 0 }, key, value;
+		int r;
+		if (pyproc_read(p, entries + (uint64_t)i * esz, ent, esz))
+			return 0;
+		key = ent[koff / 8];
+		value = ent[voff / 8];
+		if (!key)
+			continue;
+		if (d->values)
+			value = pyproc_u64_or0(p, d->values + 8 * (uint64_t)i);
+		if (value && (r = visit(p, key, value, ctx)))
+			return r;
+	}
+	return 0;
+}
+
+void pyproc_dict_of(const struct pyproc *p, uint64_t dict, struct dict_view *d)
+{
+	uint64_t mv;
+
+	d->keys = pyproc_u64_or0(p, dict + 32);
+	d->values = 0;
+	mv = pyproc_u64_or0(p, dict + 40);
+	if (mv)
+		d->values = mv + (p->off.minor >= 13 ? 8 : 0); /* 3.13+ PyDictValues header */
+}
+
+struct lookup {
+	const char *name;
+	uint64_t value;
+};
+
+static int match_key(const struct pyproc *p, uint64_t key, uint64_t value, void *ctx)
+{
+	struct lookup *l = ctx;
+	char buf[64];
+
+	if (pyproc_read_str(p, key, buf, sizeof(buf)) || strcmp(buf, l->name))
+		return 0;
+	l->value = value;
+	return 1;
+}
+
+uint64_t pyproc_dict_get(const struct pyproc *p, const struct dict_view *d, const char *name)
+{
+	struct lookup l = { name, 0 };
+
+	pyproc_dict_foreach(p, d, match_key, &l);
+	return l.value;
+}
+
+/*
+ * The attributes of an instance: a dict at tp_dictoffset (3.8-3.10), a managed dict or
+ * values before the object (3.11, 3.12), or values inline after tp_basicsize (3.13+).
+ */
+int pyproc_instance_attrs(const struct pyproc *p, uint64_t obj, struct dict_view *d)
+{
+	const struct pyoffsets *o = &p->off;
+	uint64_t tp = pyproc_u64_or0(p, obj + 8), flags;
+	int64_t basic, dictoff;
+
+	if (!tp || pyproc_rd_u64(p, tp + o->type_flags, &flags))
+		return -1;
+	memset(d, 0, sizeof(*d));
+	if (o->minor >= 13 && (flags & (1u << 2))) { /* Py_TPFLAGS_INLINE_VALUES */
+		uint8_t valid = 0;
+		if (pyproc_read(p, tp + o->type_basicsize, &basic, 8))
+			return -1;
+		pyproc_read(p, obj + (uint64_t)basic + 3, &valid, 1);
+		if (valid) {
+			d->keys = pyproc_u64_or0(p, tp + o->ht_cached_keys);
+			d->values = obj + (uint64_t)basic + 8;
+			return 0;
+		}
+		pyproc_dict_of(p, pyproc_u64_or0(p, obj - 24), d);
+		return 0;
+	}
+	if (o->minor >= 11 && (flags & (1u << 4))) { /* Py_TPFLAGS_MANAGED_DICT */
+		if (o->minor == 11) {
+			uint64_t vals = pyproc_u64_or0(p, obj - 32);
+			if (vals) {
+				d->keys = pyproc_u64_or0(p, tp + o->ht_cached_keys);
+				d->values = vals;
+				return 0;
+			}
+			pyproc_dict_of(p, pyproc_u64_or0(p, obj - 24), d);
+			return 0;
+		}
+		uint64_t dv = pyproc_u64_or0(p, obj - 24); /* 3.12 PyDictOrValues, tagged */
+		if (dv & 1) {
+			d->keys = pyproc_u64_or0(p, tp + o->ht_cached_keys);
+			d->values = dv + 1;
+		} else {
+			pyproc_dict_of(p, dv, d);
+		}
+		return 0;
+	}
+	if (pyproc_read(p, tp + o->type_dictoffset, &dictoff, 8) || dictoff <= 0)
+		return -1;
+	pyproc_dict_of(p, pyproc_u64_or0(p, obj + (uint64_t)dictoff), d);
+	return 0;
+}
+

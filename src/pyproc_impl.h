@@ -1,0 +1,73 @@
+/*
+ * What the parts of pyproc share and nobody else sees: the handle, and the readers
+ * of target objects that the thread, code and opening parts build on.
+ * pyobjects.c: memory, str, int, dict and instance attributes; pythreads.c: threads
+ * and their names; pycode.c: code objects and lines; pyproc.c: finding and opening
+ * the interpreter, and the walker's configuration.
+ */
+#ifndef PYEBPF_PYPROC_IMPL_H
+#define PYEBPF_PYPROC_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pyproc.h"
+
+#define CODE_CACHE_SIZE 4096 /* power of two */
+#define NAME_CACHE_MAX 1024
+#define MAX_INTERPS 16
+#define MAX_THREADS 4096
+
+struct code_entry {
+	uint64_t code; /* 0: empty slot */
+	int firstlineno;
+	char func[256];
+	char file[512];
+	uint8_t *table;
+	size_t table_len;
+};
+
+struct name_entry {
+	pid_t tid;
+	bool python;
+	char name[PYTHREAD_NAME_MAX];
+};
+
+struct pyproc {
+	pid_t pid, ns_pid;
+	int mem_fd;
+	bool use_mem_fd;
+	struct pyversion version;
+	struct pymodule module;
+	char path[4096], host_path[4200];
+	struct elfsyms *elf;
+	uint64_t runtime;
+	struct pyoffsets off;
+	struct code_entry *codes; /* CODE_CACHE_SIZE slots, by address */
+	struct name_entry *names; /* NAME_CACHE_MAX */
+	int nnames;
+	uint64_t names_read_ns;
+};
+
+/* pyobjects.c */
+int pyproc_rd_u64(const struct pyproc *p, uint64_t addr, uint64_t *v);
+uint64_t pyproc_u64_or0(const struct pyproc *p, uint64_t addr);
+/* A PyLong (small ints such as thread idents and native ids). */
+int pyproc_read_long(const struct pyproc *p, uint64_t obj, int64_t *out);
+
+struct dict_view {
+	uint64_t keys;   /* PyDictKeysObject */
+	uint64_t values; /* split/inline values array, or 0 */
+};
+typedef int (*dict_visit)(const struct pyproc *p, uint64_t key, uint64_t value, void *ctx);
+/* Calls visit for each item; stops when visit returns non-zero (and returns that). */
+int pyproc_dict_foreach(const struct pyproc *p, const struct dict_view *d, dict_visit visit, void *ctx);
+void pyproc_dict_of(const struct pyproc *p, uint64_t dict, struct dict_view *d);
+/* The value of a str key, or 0. */
+uint64_t pyproc_dict_get(const struct pyproc *p, const struct dict_view *d, const char *name);
+int pyproc_instance_attrs(const struct pyproc *p, uint64_t obj, struct dict_view *d);
+
+/* pythreads.c */
+uint64_t pyproc_now_ns(void);
+
+#endif

@@ -1,0 +1,242 @@
+/* pyproc, part: a target's threads (tstate lists) and their threading names. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "procinfo.h"
+#include "pyproc_impl.h"
+#include "utf8.h"
+
+uint64_t pyproc_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+
+struct task_ids {
+	pid_t tid, ns_tid;
+};
+
+static int list_tasks(pid_t pid, struct task_ids *out, int max)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((de = readdir(dir)) && n < max) {
+		struct nsids ids;
+		pid_t tid = (pid_t)atoi(de->d_name);
+		if (tid <= 0)
+			continue;
+		out[n].tid = tid;
+		out[n].ns_tid = procinfo_nsids(pid, tid, &ids) ? tid : ids.tid;
+		n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+struct pyname {
+	int64_t ident;  /* Thread.ident == tstate->thread_id */
+	int64_t ns_tid; /* Thread._native_id: tid in the target's namespace */
+	char name[PYTHREAD_NAME_MAX];
+};
+
+struct name_walk {
+	struct pyname *out;
+	int n, max;
+};
+
+static int visit_thread(const struct pyproc *p, uint64_t key, uint64_t thread, void *ctx)
+{
+	struct name_walk *w = ctx;
+	struct pyname *pn;
+	struct dict_view attrs;
+	uint64_t name, nid;
+
+	if (w->n >= w->max)
+		return 1;
+	pn = &w->out[w->n];
+	memset(pn, 0, sizeof(*pn));
+	if (pyproc_read_long(p, key, &pn->ident) || pyproc_instance_attrs(p, thread, &attrs))
+		return 0;
+	name = pyproc_dict_get(p, &attrs, "_name");
+	nid = pyproc_dict_get(p, &attrs, "_native_id");
+	if (!name || pyproc_read_str(p, name, pn->name, sizeof(pn->name)))
+		return 0;
+	if (!nid || pyproc_read_long(p, nid, &pn->ns_tid))
+		pn->ns_tid = 0;
+	w->n++;
+	return 0;
+}
+
+/* threading._active of the main interpreter: {ident: Thread}. Returns how many, or -1. */
+static int read_python_names(struct pyproc *p, struct pyname *out, int max)
+{
+	const struct pyoffsets *o = &p->off;
+	struct dict_view d;
+	struct name_walk w = { out, 0, max };
+	uint64_t interp, modules, threading, active, mdict;
+
+	interp = pyproc_u64_or0(p, p->runtime + o->rt_interp_head);
+	/* the head is the newest interpreter; threading of the main one is what users name */
+	for (int i = 0; interp && i < MAX_INTERPS; i++) {
+		uint64_t next = pyproc_u64_or0(p, interp + o->interp_next);
+		if (!next)
+			break;
+		interp = next;
+	}
+	if (!interp)
+		return -1;
+	modules = pyproc_u64_or0(p, interp + o->interp_modules);
+	if (!modules)
+		return -1;
+	pyproc_dict_of(p, modules, &d);
+	threading = pyproc_dict_get(p, &d, "threading");
+	if (!threading)
+		return 0; /* threading never imported: no names to find */
+	mdict = pyproc_u64_or0(p, threading + 16); /* PyModuleObject.md_dict */
+	if (!mdict)
+		return -1;
+	pyproc_dict_of(p, mdict, &d);
+	active = pyproc_dict_get(p, &d, "_active");
+	if (!active)
+		return -1;
+	pyproc_dict_of(p, active, &d);
+	pyproc_dict_foreach(p, &d, visit_thread, &w);
+	return w.n;
+}
+
+/* Rereads names of all threads: threading names, else comm. */
+static void refresh_names(struct pyproc *p)
+{
+	struct task_ids *tasks = calloc(MAX_THREADS, sizeof(*tasks));
+	struct pyname *pn = calloc(NAME_CACHE_MAX, sizeof(*pn));
+	int nt, np;
+
+	p->names_read_ns = pyproc_now_ns();
+	if (!tasks || !pn)
+		goto out;
+	nt = list_tasks(p->pid, tasks, MAX_THREADS);
+	np = read_python_names(p, pn, NAME_CACHE_MAX);
+	p->nnames = 0;
+	for (int i = 0; i < nt && p->nnames < NAME_CACHE_MAX; i++) {
+		struct name_entry *e = &p->names[p->nnames++];
+		e->tid = tasks[i].tid;
+		e->python = false;
+		e->name[0] = 0;
+		for (int j = 0; j < np; j++) {
+			if (pn[j].ns_tid && pn[j].ns_tid == tasks[i].ns_tid) {
+				snprintf(e->name, sizeof(e->name), "%s", pn[j].name);
+				e->python = true;
+				break;
+			}
+		}
+		if (!e->python) {
+			char comm[64];
+			if (!procinfo_comm(p->pid, tasks[i].tid, comm, sizeof(comm)))
+				utf8_repair(comm, strlen(comm), e->name, sizeof(e->name));
+		}
+	}
+out:
+	free(tasks);
+	free(pn);
+}
+
+int pyproc_thread_name(struct pyproc *p, pid_t tid, char *buf, size_t len)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < p->nnames; i++) {
+			if (p->names[i].tid != tid)
+				continue;
+			/*
+			 * A comm fallback may be a thread that was not yet in threading._active
+			 * when the names were read (it registers in _bootstrap_inner): look again,
+			 * at most once a second.
+			 */
+			if (!pass && !p->names[i].python && pyproc_now_ns() - p->names_read_ns >= 1000000000ull)
+				break;
+			snprintf(buf, len, "%s", p->names[i].name);
+			return p->names[i].python ? 1 : 0;
+		}
+		/* an unknown tid: a new thread; reread, but not more often than every 100 ms */
+		if (pass || pyproc_now_ns() - p->names_read_ns < 100000000ull)
+			break;
+		refresh_names(p);
+	}
+	if (len)
+		buf[0] = 0;
+	{
+		char comm[64];
+		if (!procinfo_comm(p->pid, tid, comm, sizeof(comm))) {
+			utf8_repair(comm, strlen(comm), buf, len);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int pyproc_threads(struct pyproc *p, struct pythread *out, int max)
+{
+	const struct pyoffsets *o = &p->off;
+	struct task_ids *tasks = calloc(MAX_THREADS, sizeof(*tasks));
+	struct pyname *pn = calloc(NAME_CACHE_MAX, sizeof(*pn));
+	uint64_t interp;
+	int n = 0, nt, np;
+
+	if (!tasks || !pn) {
+		free(tasks);
+		free(pn);
+		return -1;
+	}
+	nt = list_tasks(p->pid, tasks, MAX_THREADS);
+	np = read_python_names(p, pn, NAME_CACHE_MAX);
+	interp = pyproc_u64_or0(p, p->runtime + o->rt_interp_head);
+	if (!interp)
+		n = -1;
+	for (int i = 0; interp && i < MAX_INTERPS && n >= 0; i++) {
+		uint64_t ts = pyproc_u64_or0(p, interp + o->interp_threads_head);
+		for (int j = 0; ts && j < MAX_THREADS && n < max; j++) {
+			struct pythread *t = &out[n++];
+			uint64_t native = 0;
+			memset(t, 0, sizeof(*t));
+			t->tstate = ts;
+			t->thread_id = pyproc_u64_or0(p, ts + o->ts_thread_id);
+			if (o->ts_native_thread_id != PYOFF_NONE)
+				native = pyproc_u64_or0(p, ts + o->ts_native_thread_id);
+			for (int k = 0; k < np; k++) {
+				if ((uint64_t)pn[k].ident == t->thread_id) {
+					snprintf(t->name, sizeof(t->name), "%s", pn[k].name);
+					t->python_name = true;
+					if (!native)
+						native = (uint64_t)pn[k].ns_tid;
+				}
+			}
+			t->ns_tid = (pid_t)native;
+			for (int k = 0; native && k < nt; k++)
+				if ((uint64_t)tasks[k].ns_tid == native)
+					t->tid = tasks[k].tid;
+			if (!t->python_name && t->tid) {
+				char comm[64];
+				if (!procinfo_comm(p->pid, t->tid, comm, sizeof(comm)))
+					utf8_repair(comm, strlen(comm), t->name, sizeof(t->name));
+			}
+			ts = pyproc_u64_or0(p, ts + o->ts_next);
+		}
+		interp = pyproc_u64_or0(p, interp + o->interp_next);
+	}
+	free(tasks);
+	free(pn);
+	return n;
+}
+
