@@ -1,18 +1,22 @@
 # pyebpf: small eBPF tools for CPython processes and the network around them.
 # Targets: all check demo install deps bench clean (unit, integration: parts of check).
-# V=1 shows the commands; SAN=1 builds with ASan/UBSan into build-san/.
+# V=1 shows the commands; SAN=1 builds with ASan/UBSan into build-san/; BPFCHECK=
+# leaves out the check of the BPF text that `all` runs (src/bpfcheck.sh).
 
 VERSION := 0.1.0
 PREFIX ?= /usr/local
 DESTDIR ?=
 SAN ?=
 BUILD ?= $(if $(SAN),build-san,build)
+# BPFCHECK= skips the build's check of the BPF text (it needs clang, BTF and root)
+BPFCHECK ?= 1
 
 # The tools are the mains in tools/; adding a tool adds tools/<tool>.c and
 # bpf_text/<tool>.bpf.c (and its man page), nothing here.
 TOOLS := $(patsubst tools/%.c,%,$(wildcard tools/*.c))
 BPF_TOOLS := $(patsubst bpf_text/%.bpf.c,%,$(wildcard bpf_text/*.bpf.c))
-LIB_SRCS := $(wildcard src/*.c)
+# src/bpfcheck_helper.c is a main of the build's BPF text check, not a module
+LIB_SRCS := $(filter-out src/bpfcheck_helper.c,$(wildcard src/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
 PKGS := libbcc jansson libbpf
@@ -29,8 +33,8 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 # Debian packages the build, the tests and the demo need (make deps installs them).
-DEB_BUILD := make gcc pkg-config libbpfcc-dev libbpf-dev libjansson-dev libelf-dev zlib1g-dev \
-	linux-headers-amd64 mandoc
+DEB_BUILD := make gcc clang pkg-config libbpfcc-dev libbpf-dev libjansson-dev libelf-dev \
+	zlib1g-dev linux-headers-amd64 mandoc
 DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc-tools bpftool \
 	binutils patchelf python3-gunicorn wrk uwsgi-core uwsgi-plugin-python3 python3.11 procps \
 	util-linux debootstrap
@@ -42,7 +46,7 @@ Q := $(if $(V),,@)
 say = $(if $(V),,@printf '  %-7s %s\n' $(1) $(2);)
 
 .PHONY: all check unit integration demo install deps bench clean
-all: $(TOOLS:%=$(BUILD)/%)
+all: $(TOOLS:%=$(BUILD)/%) $(if $(BPFCHECK),$(BPF_TOOLS:%=$(BUILD)/bpfcheck/%.ok))
 
 $(BUILD)/lib/%.o: src/%.c
 	$(call say,CC,$@)
@@ -73,6 +77,17 @@ tool_objs = $(BUILD)/tools/$(1).o $(if $(filter $(1),$(BPF_TOOLS)),$(BUILD)/gen/
 $(BUILD)/%: $$(call tool_objs,$$*) $(BUILD)/libpyebpf.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
+
+# The BPF text compiled as libbcc would compile it (clang -fsyntax-only), so a typo
+# fails here, naming bpf_text/FILE:LINE; see src/bpfcheck.sh for what it uses.
+$(BUILD)/bpfcheck_helper: $(BUILD)/lib/bpfcheck_helper.o $(BUILD)/libpyebpf.a
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
+
+$(BUILD)/bpfcheck/%.ok: $(BUILD)/% $(BUILD)/bpfcheck_helper src/bpfcheck.sh
+	$(call say,BPFCHK,$*)
+	$(Q)mkdir -p $(@D)
+	$(Q)sh src/bpfcheck.sh $(BUILD) $* && touch $@
 
 $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libpyebpf.a
 	$(call say,CC,$@)
