@@ -22,8 +22,11 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 PKGS := libbcc jansson libbpf
 CC ?= cc
 CFLAGS ?= -O2 -g
-# snprintf into fixed buffers truncates on purpose (an over-long path is then not found)
-CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP
+# snprintf into fixed buffers truncates on purpose (an over-long path is then not
+# found); gcc warns about that, clang has no such warning (nor the option)
+NO_FORMAT_TRUNCATION := $(shell $(CC) -Werror -Wformat-truncation -x c -c -o /dev/null \
+	/dev/null 2>/dev/null && echo -Wno-format-truncation)
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror $(NO_FORMAT_TRUNCATION) -MMD -MP
 CPPFLAGS += -Isrc -Ibpf_text -DPYEBPF_VERSION='"$(VERSION)"'
 ifneq ($(SAN),)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
