@@ -97,9 +97,11 @@ $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libpyebpf.a
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcmocka $(PKG_LIBS) -lelf -lz -lm
 
-# The README's test command: installs what is missing, builds, runs every test.
+# The README's test command: installs what is missing, builds, runs every test; the
+# unit tests also as an ASan/UBSan build (in $(BUILD)-san).
 check: deps
 	$(Q)$(MAKE) --no-print-directory all unit
+	$(Q)$(if $(SAN),,$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)-san unit)
 	$(Q)$(MAKE) --no-print-directory integration
 
 unit: $(UNIT_TESTS:%=$(BUILD)/unit/%)
@@ -131,6 +133,6 @@ bench: all
 	$(Q)bench/run.sh $(BUILD)
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-clang
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
