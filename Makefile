@@ -49,6 +49,9 @@ Q := $(if $(V),,@)
 say = $(if $(V),,@printf '  %-7s %s\n' $(1) $(2);)
 
 .PHONY: all check unit integration demo install deps bench clean
+# Objects and generated sources stay: make deleted them as intermediates after a first
+# build, and the next one, which sees them in the .d files, made everything again.
+.SECONDARY:
 all: $(TOOLS:%=$(BUILD)/%) $(if $(BPFCHECK),$(BPF_TOOLS:%=$(BUILD)/bpfcheck/%.ok))
 
 $(BUILD)/lib/%.o: src/%.c
