@@ -3,7 +3,9 @@
 # Local #include "x.h" lines are inlined (from FILE's folder) with #line markers, so
 # clang's errors at run time name the real file and line. A marker inside a block
 # that the preprocessor skips has no effect, so one also follows every #else, #elif
-# and #endif: the lines after an #ifdef'd-out include are numbered right too.
+# and #endif: the lines after an #ifdef'd-out include are numbered right too. And
+# one follows each TRACEPOINT_PROBE(cat, ev) line: libbcc inserts the args struct,
+# several lines, before it, which shifted every later line's number.
 set -eu
 symbol=$1
 file=$2
@@ -31,7 +33,8 @@ function inline(path,    line, n, inc, resync) {
 			}
 		}
 		emit(line)
-		if (line ~ /^[ \t]*#[ \t]*(else|elif|endif)([^A-Za-z0-9_]|$)/)
+		if (line ~ /^[ \t]*#[ \t]*(else|elif|endif)([^A-Za-z0-9_]|$)/ ||
+		    line ~ /^[ \t]*TRACEPOINT_PROBE[ \t]*\([^)]*\)/)
 			resync = 1
 		if (resync && line !~ /\\$/) {
 			emit("#line " (n + 1) " \"" path "\"")
