@@ -1,25 +1,32 @@
 # pyebpf: small eBPF tools for CPython processes and the network around them.
 # Targets: all check demo install deps bench clean (unit, integration: parts of check).
-# V=1 shows the commands; SAN=1 builds with ASan/UBSan into build-san/.
+# V=1 shows the commands; SAN=1 builds with ASan/UBSan into build-san/; BPFCHECK=
+# leaves out the check of the BPF text that `all` runs (src/bpfcheck.sh).
 
 VERSION := 0.1.0
 PREFIX ?= /usr/local
 DESTDIR ?=
 SAN ?=
 BUILD ?= $(if $(SAN),build-san,build)
+# BPFCHECK= skips the build's check of the BPF text (it needs clang, BTF and root)
+BPFCHECK ?= 1
 
 # The tools are the mains in tools/; adding a tool adds tools/<tool>.c and
 # bpf_text/<tool>.bpf.c (and its man page), nothing here.
 TOOLS := $(patsubst tools/%.c,%,$(wildcard tools/*.c))
 BPF_TOOLS := $(patsubst bpf_text/%.bpf.c,%,$(wildcard bpf_text/*.bpf.c))
-LIB_SRCS := $(wildcard src/*.c src/trackers/*.c)
+# src/bpfcheck_helper.c is a main of the build's BPF text check, not a module
+LIB_SRCS := $(filter-out src/bpfcheck_helper.c,$(wildcard src/*.c src/trackers/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
 PKGS := libbcc jansson libbpf
 CC ?= cc
 CFLAGS ?= -O2 -g
-# snprintf into fixed buffers truncates on purpose (an over-long path is then not found)
-CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP
+# snprintf into fixed buffers truncates on purpose (an over-long path is then not
+# found); gcc warns about that, clang has no such warning (nor the option)
+NO_FORMAT_TRUNCATION := $(shell $(CC) -Werror -Wformat-truncation -x c -c -o /dev/null \
+	/dev/null 2>/dev/null && echo -Wno-format-truncation)
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror $(NO_FORMAT_TRUNCATION) -MMD -MP
 CPPFLAGS += -Isrc -Ibpf_text -DPYEBPF_VERSION='"$(VERSION)"'
 ifneq ($(SAN),)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -29,8 +36,8 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 # Debian packages the build, the tests and the demo need (make deps installs them).
-DEB_BUILD := make gcc pkg-config libbpfcc-dev libbpf-dev libjansson-dev libelf-dev zlib1g-dev \
-	linux-headers-amd64 mandoc
+DEB_BUILD := make gcc clang pkg-config libbpfcc-dev libbpf-dev libjansson-dev libelf-dev \
+	zlib1g-dev linux-headers-amd64 mandoc
 DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc-tools bpftool \
 	binutils patchelf python3-gunicorn wrk uwsgi-core uwsgi-plugin-python3 python3.11 procps \
 	util-linux debootstrap
@@ -41,11 +48,11 @@ PYTEST ?= /usr/bin/python3 -m pytest
 Q := $(if $(V),,@)
 say = $(if $(V),,@printf '  %-7s %s\n' $(1) $(2);)
 
-# Keep generated and object files (pattern-rule intermediates) so rebuilds are incremental.
-.SECONDARY:
-
 .PHONY: all check unit integration demo install deps bench clean
-all: $(TOOLS:%=$(BUILD)/%)
+# Objects and generated sources stay: make deleted them as intermediates after a first
+# build, and the next one, which sees them in the .d files, made everything again.
+.SECONDARY:
+all: $(TOOLS:%=$(BUILD)/%) $(if $(BPFCHECK),$(BPF_TOOLS:%=$(BUILD)/bpfcheck/%.ok))
 
 $(BUILD)/lib/%.o: src/%.c
 	$(call say,CC,$@)
@@ -75,6 +82,17 @@ $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libpyebpf.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
 
+# The BPF text compiled as libbcc would compile it (clang -fsyntax-only), so a typo
+# fails here, naming bpf_text/FILE:LINE; see src/bpfcheck.sh for what it uses.
+$(BUILD)/bpfcheck_helper: $(BUILD)/lib/bpfcheck_helper.o $(BUILD)/libpyebpf.a
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
+
+$(BUILD)/bpfcheck/%.ok: $(BUILD)/% $(BUILD)/bpfcheck_helper src/bpfcheck.sh
+	$(call say,BPFCHK,$*)
+	$(Q)mkdir -p $(@D)
+	$(Q)sh src/bpfcheck.sh $(BUILD) $* && touch $@
+
 $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libpyebpf.a
 	$(call say,CC,$@)
 	$(Q)mkdir -p $(@D)
@@ -87,9 +105,11 @@ $(BUILD)/tests/%: tests/integration/%.c $(BUILD)/libpyebpf.a
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
 
-# The README's test command: installs what is missing, builds, runs every test.
+# The README's test command: installs what is missing, builds, runs every test; the
+# unit tests also as an ASan/UBSan build (in $(BUILD)-san).
 check: deps
 	$(Q)$(MAKE) --no-print-directory all unit
+	$(Q)$(if $(SAN),,$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)-san unit)
 	$(Q)$(MAKE) --no-print-directory integration
 
 unit: $(UNIT_TESTS:%=$(BUILD)/unit/%)
@@ -123,6 +143,6 @@ bench: all $(TEST_PROGS:%=$(BUILD)/tests/%)
 	$(Q)bench/run.sh $(BUILD)
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-clang
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

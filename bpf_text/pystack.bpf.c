@@ -3,7 +3,8 @@
  * Python stack (python.bpf.h) and send it to userspace, which turns code objects
  * into names and lines. Targets and their CPython layouts are in py_config.
  */
-#include <uapi/linux/bpf_perf_event.h>
+/* only passed on to helpers: no kernel header needed (the built-in set has none) */
+struct bpf_perf_event_data;
 
 #include "pyebpf.bpf.h"
 #include "pystack.h"

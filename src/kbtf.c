@@ -154,3 +154,30 @@ int kbtf_struct_size(struct kbtf *b, const char *name, unsigned *size)
 	*size = (unsigned)n;
 	return 0;
 }
+
+int kbtf_enum_value(struct kbtf *b, const char *name, long long *value)
+{
+	__u32 n = btf__type_cnt(b->btf);
+
+	for (__u32 id = 1; id < n; id++) {
+		const struct btf_type *t = btf__type_by_id(b->btf, id);
+		int vlen = btf_vlen(t);
+
+		if (btf_is_enum(t)) {
+			const struct btf_enum *e = btf_enum(t);
+			for (int i = 0; i < vlen; i++, e++)
+				if (!strcmp(btf__name_by_offset(b->btf, e->name_off), name)) {
+					*value = e->val;
+					return 0;
+				}
+		} else if (btf_is_enum64(t)) {
+			const struct btf_enum64 *e = btf_enum64(t);
+			for (int i = 0; i < vlen; i++, e++)
+				if (!strcmp(btf__name_by_offset(b->btf, e->name_off), name)) {
+					*value = (long long)btf_enum64_value(e);
+					return 0;
+				}
+		}
+	}
+	return -1;
+}

@@ -30,6 +30,9 @@ int kbtf_member(struct kbtf *b, const char *struct_name, const char *path,
 /* sizeof(struct name); -1 after an error. */
 int kbtf_struct_size(struct kbtf *b, const char *name, unsigned *size);
 
+/* The value of enumerator name in any of the kernel's enums; -1 when there is none. */
+int kbtf_enum_value(struct kbtf *b, const char *name, long long *value);
+
 /* Adds -D<macro>=<offset> (and -D<macro>_SIZE=<size>); -1 after an error. */
 int kbtf_offset_cflag(struct kbtf *b, struct cflags *cf, const char *macro,
 		      const char *struct_name, const char *path);

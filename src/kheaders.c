@@ -165,6 +165,7 @@ int kheaders_find(const char *user_dir, struct kheaders *kh)
 		return -1;
 	}
 	snprintf(kh->what, sizeof(kh->what), "pyebpf's built-in minimal headers");
+	kh->builtin = true;
 	return 0;
 }
 

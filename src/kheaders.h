@@ -13,6 +13,7 @@ struct kheaders {
 	char dir[PATH_MAX];  /* what BCC_KERNEL_SOURCE is set to */
 	char what[PATH_MAX + 96]; /* one line for the user: which headers, found how */
 	bool temporary;      /* dir was made by us and is removed by kheaders_release */
+	bool builtin;        /* dir holds the built-in set (kheaders_write_builtin) */
 };
 
 /*

@@ -179,6 +179,7 @@ static void kheaders_user_dir_without_headers_falls_back_to_builtin(void **state
 	assert_non_null(mkdtemp(dir));
 	assert_int_equal(kheaders_find(dir, &kh), 0);
 	assert_true(kh.temporary);
+	assert_true(kh.builtin);
 	assert_string_equal(kh.what, "pyebpf's built-in minimal headers");
 	snprintf(built, sizeof(built), "%s", kh.dir);
 	kheaders_release(&kh);
@@ -199,6 +200,7 @@ static void kheaders_user_dir_with_headers_is_used_as_is(void **state)
 	write_file(path, "\n");
 	assert_int_equal(kheaders_find(dir, &kh), 0);
 	assert_false(kh.temporary);
+	assert_false(kh.builtin);
 	assert_string_equal(kh.dir, dir);
 	snprintf(path, sizeof(path), "rm -rf %s", dir);
 	assert_int_equal(system(path), 0);

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "tpformat.h"
@@ -59,12 +60,86 @@ static void symbolic_constants_and_missing_fields_give_nothing(void **state)
 	tpformat_symbols_free(&s);
 }
 
+/* This kernel's syscalls/sys_enter_sendmsg/format (fields part). */
+static const char sendmsg[] =
+	"format:\n"
+	"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+	"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+	"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
+	"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n"
+	"\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n"
+	"\tfield:int fd;\toffset:16;\tsize:8;\tsigned:0;\n"
+	"\tfield:struct user_msghdr * msg;\toffset:24;\tsize:8;\tsigned:0;\n"
+	"\tfield:unsigned int flags;\toffset:32;\tsize:8;\tsigned:0;\n"
+	"\n"
+	"print fmt: \"fd: 0x%08lx, msg: 0x%08lx, flags: 0x%08lx\", ...\n";
+
+/* What libbcc 0.26 itself declared for it (its DEBUG_PREPROCESSOR output, this kernel). */
+static const char sendmsg_struct[] =
+	"struct tracepoint__syscalls__sys_enter_sendmsg {\n"
+	"\tu64 __do_not_use__;\n"
+	"\tint __syscall_nr;\n"
+	"\tchar __pad_12;\n\tchar __pad_13;\n\tchar __pad_14;\n\tchar __pad_15;\n"
+	"\ts64 fd;\n"
+	"\tstruct user_msghdr * msg;\n"
+	"\tu64 flags;\n"
+	"};\n";
+
+static void args_struct_is_libbccs(void **state)
+{
+	char *s;
+	(void)state;
+	s = tpformat_text_struct(sendmsg, "syscalls", "sys_enter_sendmsg", NULL, NULL);
+	assert_non_null(s);
+	assert_string_equal(s, sendmsg_struct);
+	free(s);
+	/* enum fields are copied verbatim (the BPF text declares the enum) */
+	s = tpformat_text_struct(send_reset, "tcp", "tcp_send_reset", NULL, NULL);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "\n\tconst void * skaddr;\n\tint state;\n"
+				  "\tenum sk_rst_reason reason;\n\t__u8 saddr[28];\n};\n"));
+	free(s);
+}
+
+static int comm_len(void *ctx, const char *name, long long *value)
+{
+	(*(int *)ctx)++;
+	if (strcmp(name, "TASK_COMM_LEN"))
+		return -1;
+	*value = 16;
+	return 0;
+}
+
+static void data_loc_and_named_array_sizes(void **state)
+{
+	static const char text[] =
+		"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n"
+		"\tfield:char comm[TASK_COMM_LEN];\toffset:8;\tsize:16;\tsigned:0;\n"
+		"\tfield:char other[NOT_KNOWN];\toffset:24;\tsize:4;\tsigned:0;\n"
+		"\tfield:__data_loc char[] name;\toffset:28;\tsize:4;\tsigned:0;\n"
+		"\tfield:unsigned char small;\toffset:32;\tsize:2;\tsigned:0;\n";
+	int calls = 0;
+	char *s;
+	(void)state;
+	s = tpformat_text_struct(text, "x", "y", comm_len, &calls);
+	assert_non_null(s);
+	/* the gap after common_type is padded, as libbcc pads it */
+	assert_string_equal(s, "struct tracepoint__x__y {\n\tu64 __do_not_use__;\n"
+			       "\tchar __pad_2;\n\tchar __pad_3;\n\tchar comm[16];\n\tchar other[NOT_KNOWN];\n"
+			       "\tint data_loc_name;\n\tu16 small;\n};\n");
+	assert_int_equal(calls, 2);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(fields_are_found_by_exact_name),
 		cmocka_unit_test(numeric_symbol_tables_are_read),
 		cmocka_unit_test(symbolic_constants_and_missing_fields_give_nothing),
+		cmocka_unit_test(args_struct_is_libbccs),
+		cmocka_unit_test(data_loc_and_named_array_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
