@@ -1,7 +1,7 @@
 # pyebpf: small eBPF tools for CPython processes and the network around them.
 # Targets: all check demo install deps bench clean (unit, integration: parts of check).
 # V=1 shows the commands; SAN=1 builds with ASan/UBSan into build-san/; BPFCHECK=
-# leaves out the check of the BPF text that `all` runs (src/bpfcheck.sh).
+# leaves out the check of the BPF text that `all` runs (src/bpf/bpfcheck.sh).
 
 VERSION := 0.1.0
 PREFIX ?= /usr/local
@@ -15,8 +15,11 @@ BPFCHECK ?= 1
 # bpf_text/<tool>.bpf.c (and its man page), nothing here.
 TOOLS := $(patsubst tools/%.c,%,$(wildcard tools/*.c))
 BPF_TOOLS := $(patsubst bpf_text/%.bpf.c,%,$(wildcard bpf_text/*.bpf.c))
-# src/bpfcheck_helper.c is a main of the build's BPF text check, not a module
-LIB_SRCS := $(filter-out src/bpfcheck_helper.c,$(wildcard src/*.c src/trackers/*.c))
+# src/ is in layers, one folder each (pyebpf(7), ARCHITECTURE): base, host, python,
+# bpf, run, trackers. src/bpf/bpfcheck_helper.c is a main of the build's BPF text
+# check, not a module.
+SRC_DIRS := $(sort $(dir $(wildcard src/*/*.c)))
+LIB_SRCS := $(filter-out src/bpf/bpfcheck_helper.c,$(wildcard src/*/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
 PKGS := libbcc jansson libbpf
@@ -27,7 +30,7 @@ CFLAGS ?= -O2 -g
 NO_FORMAT_TRUNCATION := $(shell $(CC) -Werror -Wformat-truncation -x c -c -o /dev/null \
 	/dev/null 2>/dev/null && echo -Wno-format-truncation)
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror $(NO_FORMAT_TRUNCATION) -MMD -MP
-CPPFLAGS += -Isrc -Ibpf_text -DPYEBPF_VERSION='"$(VERSION)"'
+CPPFLAGS += $(SRC_DIRS:%=-I%) -Ibpf_text -DPYEBPF_VERSION='"$(VERSION)"'
 ifneq ($(SAN),)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -65,10 +68,10 @@ $(BUILD)/libpyebpf.a: $(LIB_SRCS:src/%.c=$(BUILD)/lib/%.o) $(BPF_TOOLS:%=$(BUILD
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # BPF text, with its local includes inlined, as a C string <tool>_bpf_text.
-$(BUILD)/gen/%_bpf.c: bpf_text/%.bpf.c $(wildcard bpf_text/*.h) src/embed_bpf.sh
+$(BUILD)/gen/%_bpf.c: bpf_text/%.bpf.c $(wildcard bpf_text/*.h) src/bpf/embed_bpf.sh
 	$(call say,EMBED,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)sh src/embed_bpf.sh $*_bpf_text $< > $@.tmp && mv $@.tmp $@
+	$(Q)sh src/bpf/embed_bpf.sh $*_bpf_text $< > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/%_bpf.o: $(BUILD)/gen/%_bpf.c
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
@@ -83,15 +86,15 @@ $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libpyebpf.a
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
 
 # The BPF text compiled as libbcc would compile it (clang -fsyntax-only), so a typo
-# fails here, naming bpf_text/FILE:LINE; see src/bpfcheck.sh for what it uses.
-$(BUILD)/bpfcheck_helper: $(BUILD)/lib/bpfcheck_helper.o $(BUILD)/libpyebpf.a
+# fails here, naming bpf_text/FILE:LINE; see src/bpf/bpfcheck.sh for what it uses.
+$(BUILD)/bpfcheck_helper: $(BUILD)/lib/bpf/bpfcheck_helper.o $(BUILD)/libpyebpf.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
 
-$(BUILD)/bpfcheck/%.ok: $(BUILD)/% $(BUILD)/bpfcheck_helper src/bpfcheck.sh
+$(BUILD)/bpfcheck/%.ok: $(BUILD)/% $(BUILD)/bpfcheck_helper src/bpf/bpfcheck.sh
 	$(call say,BPFCHK,$*)
 	$(Q)mkdir -p $(@D)
-	$(Q)sh src/bpfcheck.sh $(BUILD) $* && touch $@
+	$(Q)sh src/bpf/bpfcheck.sh $(BUILD) $* && touch $@
 
 $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libpyebpf.a
 	$(call say,CC,$@)

@@ -1,6 +1,6 @@
 /*
  * BPF helpers every pyebpf program shares. Inlined into each tool's text at build
- * time. Kernel struct offsets arrive as -DOFF_* from BTF (src/kbtf.c), never from
+ * time. Kernel struct offsets arrive as -DOFF_* from BTF (src/bpf/kbtf.c), never from
  * headers.
  */
 #ifndef PYEBPF_BPF_H

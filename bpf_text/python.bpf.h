@@ -1,7 +1,7 @@
 /*
  * The BPF Python stack walker: finds the current thread's PyThreadState and walks its
  * frame chain, recording (code object, instruction) per frame. Works for CPython
- * 3.8-3.15 from a per-process struct pywalk_config that userspace (src/pyproc.c)
+ * 3.8-3.15 from a per-process struct pywalk_config that userspace (src/python/pyproc.c)
  * writes into py_config, keyed by host tgid. Line numbers and names are resolved
  * in userspace.
  *

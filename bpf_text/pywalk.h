@@ -1,5 +1,5 @@
 /*
- * What the BPF Python stack walker (python.bpf.h) shares with userspace (src/pyproc.h):
+ * What the BPF Python stack walker (python.bpf.h) shares with userspace (src/python/pyproc.h):
  * the per-process walk configuration userspace writes into a map, and the frames and
  * status the walker records. __u32/__u64 only: the same text compiles in both.
  */

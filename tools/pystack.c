@@ -2,7 +2,7 @@
  * pystack: where CPU goes in CPython processes, in Python frames. Samples every
  * thread of the target processes at -F Hz with a cpu-clock perf event, walks the
  * Python frame chain in BPF (bpf_text/python.bpf.h) and resolves names and lines in
- * userspace (src/pyproc.h). Output: a top table (default), folded stacks (-f) or
+ * userspace (src/python/pyproc.h). Output: a top table (default), folded stacks (-f) or
  * one JSON line per sample (-j).
  */
 #include <bcc/libbpf.h>

@@ -1,7 +1,7 @@
 /*
  * The pygc tracker: every CPython garbage-collection pause: which generation, which
  * thread, how long, how many objects it found unreachable. Hooks, best first
- * (src/pyhooks.h): the USDT probes python:gc__start/gc__done (distro builds, also
+ * (src/python/pyhooks.h): the USDT probes python:gc__start/gc__done (distro builds, also
  * stripped ones), else uprobes on the collector function of that version (builds
  * with symbols, e.g. pyenv).
  */

@@ -1,5 +1,5 @@
 /*
- * src/pyhooks.c: hook plans. The functions, clones and USDT probes are in this test
+ * src/python/pyhooks.c: hook plans. The functions, clones and USDT probes are in this test
  * binary itself (clone names through asm labels, as GCC names its copies).
  */
 #include <setjmp.h>

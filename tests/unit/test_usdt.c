@@ -1,5 +1,5 @@
 /*
- * src/usdt.c: USDT argument specs -> BPF argument readers. The probes are notes in this
+ * src/bpf/usdt.c: USDT argument specs -> BPF argument readers. The probes are notes in this
  * test binary itself (written with the same assembler directives as <sys/sdt.h>, which
  * is not installed here), read back through libbcc like any target's.
  */

@@ -344,7 +344,7 @@ char *usdt_text(const struct usdt *u, const char *tool_text)
 {
 	char *s;
 
-	if (asprintf(&s, "%s\n/* USDT entry functions (src/usdt.c) */%s", tool_text,
+	if (asprintf(&s, "%s\n/* USDT entry functions (src/bpf/usdt.c) */%s", tool_text,
 		     u->text ? u->text : "\n") < 0)
 		return NULL;
 	return s;

@@ -45,7 +45,7 @@ function inline(path,    line, n, inc, resync) {
 	delete busy[path]
 }
 BEGIN {
-	printf "/* Generated from %s by src/embed_bpf.sh: do not edit. */\n", ARGV[1]
+	printf "/* Generated from %s by src/bpf/embed_bpf.sh: do not edit. */\n", ARGV[1]
 	printf "const char %s[] =\n", symbol
 	inline(ARGV[1])
 	printf ";\n"

@@ -1,5 +1,5 @@
 /*
- * The C half of src/bpfcheck.sh, make's check of the BPF text: the parts of what
+ * The C half of src/bpf/bpfcheck.sh, make's check of the BPF text: the parts of what
  * libbcc compiles against that pyebpf's own code provides, taken from that code so
  * the check cannot drift from the tools. Not part of libpyebpf.a (it has a main).
  *   bpfcheck_helper builtin DIR        writes the built-in kernel header set into DIR
