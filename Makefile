@@ -15,8 +15,8 @@ BPFCHECK ?= 1
 # bpf_text/<tool>.bpf.c (and its man page), nothing here.
 TOOLS := $(patsubst tools/%.c,%,$(wildcard tools/*.c))
 BPF_TOOLS := $(patsubst bpf_text/%.bpf.c,%,$(wildcard bpf_text/*.bpf.c))
-# src/ is in layers, one folder each (pyebpf(7), ARCHITECTURE): base, host, python,
-# bpf, run, trackers. src/bpf/bpfcheck_helper.c is a main of the build's BPF text
+# src/ is in layers, one folder each (pyebpf(7), ARCHITECTURE): base, host, bpf,
+# python, run, trackers. src/bpf/bpfcheck_helper.c is a main of the build's BPF text
 # check, not a module.
 SRC_DIRS := $(sort $(dir $(wildcard src/*/*.c)))
 LIB_SRCS := $(filter-out src/bpf/bpfcheck_helper.c,$(wildcard src/*/*.c))
