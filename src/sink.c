@@ -39,10 +39,15 @@ void sink_table_begin(struct sink *s, const struct schema *sc, const char *title
 
 void sink_summary(struct sink *s, const struct schema *sc, json_t *obj)
 {
+	sink_summary_titled(s, sc, "summary", obj);
+}
+
+void sink_summary_titled(struct sink *s, const struct schema *sc, const char *title, json_t *obj)
+{
 	const char *key;
 	json_t *v;
 
-	fprintf(stderr, "%s: summary:", log_progname);
+	fprintf(stderr, "%s: %s:", log_progname, title);
 	json_object_foreach(obj, key, v)
 	{
 		char *str = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));

@@ -45,6 +45,8 @@ void sink_record(struct sink *s, const struct schema *sc, json_t *obj);
 void sink_table_row(struct sink *s, const struct schema *sc, json_t *obj);
 /* "tool: summary: key=value ..." on stderr, and the record to the sink. */
 void sink_summary(struct sink *s, const struct schema *sc, json_t *obj);
+/* The same with another word than "summary" on stderr (e.g. "process" for a per-process record). */
+void sink_summary_titled(struct sink *s, const struct schema *sc, const char *title, json_t *obj);
 void sink_table_begin(struct sink *s, const struct schema *sc, const char *title);
 FILE *sink_text(struct sink *s);
 int sink_status(struct sink *s);
