@@ -13,10 +13,12 @@
  * Accept queue: the child socket's SYN_RECV -> ESTABLISHED (sock:inet_sock_set_state)
  * to the accept() that returns it, matched by struct sock address.
  *
- * Options: -DFILTER_PIDS (pyebpf.bpf.h), -DFOLLOW_CHILDREN; offsets -DOFF_* from BTF.
+ * Options: -DFILTER_PIDS, -DPYEBPF_RINGBUF_PAGES (pyebpf.bpf.h), -DFOLLOW_CHILDREN;
+ * offsets -DOFF_* from BTF.
  */
-#include "pyebpf.bpf.h"
 #include "pyhandoff.h"
+#define PYEBPF_NCOUNTERS HANDOFF_CNT_MAX
+#include "pyebpf.bpf.h"
 
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_RECV 3
@@ -46,14 +48,6 @@ BPF_TABLE("lru_hash", u64, u64, established, 65536);
 BPF_HASH(procs, u32, struct handoff_proc_counts, 4096);
 /* --children: processes forked by a traced process (and theirs), while they live */
 BPF_HASH(children, u32, u8, 4096);
-BPF_ARRAY(counters, u64, HANDOFF_CNT_MAX);
-
-static __always_inline void count(u32 which)
-{
-	u64 *n = counters.lookup(&which);
-	if (n)
-		__sync_fetch_and_add(n, 1);
-}
 
 static __always_inline bool wanted(u32 tgid)
 {
@@ -93,7 +87,7 @@ static __always_inline void queue_fd(u64 pid_tgid, u32 fd, u64 file, u8 path)
 
 	bpf_get_current_comm(&q.comm, sizeof(q.comm));
 	if (pending.update(&k, &q))
-		count(HANDOFF_CNT_MAP_FULL);
+		counter_add(HANDOFF_CNT_MAP_FULL, 1);
 }
 
 /* accept()/accept4() returned fd: the accept-queue wait ends, a handoff may begin. */
@@ -114,14 +108,10 @@ static __always_inline void accepted(void *ctx, long fd, u8 via)
 	if (est) {
 		ev.queued_ns = *est;
 		established.delete(&sk);
-		ev.pickup_ns = bpf_ktime_get_ns();
-		ev.pid = tgid;
-		ev.worker_tid = (u32)pid_tgid;
+		task_head_fill(&ev.task);
 		ev.fd = fd;
 		ev.path = HANDOFF_ACCEPT_QUEUE;
 		ev.via = via;
-		current_ns_ids(&ev.nspid, &ev.nstid);
-		bpf_get_current_comm(&ev.worker_comm, sizeof(ev.worker_comm));
 		emit_event(ctx, &ev, sizeof(ev));
 		c = proc_counts(tgid);
 		if (c)
@@ -158,18 +148,14 @@ static __always_inline void read_fd(void *ctx, long fd, u8 via)
 		pending.delete(&k);
 		return;
 	}
-	ev.pickup_ns = bpf_ktime_get_ns();
+	task_head_fill(&ev.task);
 	ev.queued_ns = q->ts;
-	ev.pid = k.tgid;
-	ev.worker_tid = (u32)pid_tgid;
 	ev.main_tid = q->tid;
 	ev.fd = fd;
 	ev.path = q->path;
 	ev.via = via;
 	__builtin_memcpy(ev.main_comm, q->comm, sizeof(ev.main_comm));
 	pending.delete(&k);
-	current_ns_ids(&ev.nspid, &ev.nstid);
-	bpf_get_current_comm(&ev.worker_comm, sizeof(ev.worker_comm));
 	emit_event(ctx, &ev, sizeof(ev));
 	if (c)
 		__sync_fetch_and_add(&c->handoffs, 1);
@@ -264,7 +250,7 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
 	if (args->oldstate == TCP_SYN_RECV && args->newstate == TCP_ESTABLISHED) {
 		now = bpf_ktime_get_ns();
 		if (established.update(&sk, &now))
-			count(HANDOFF_CNT_MAP_FULL);
+			counter_add(HANDOFF_CNT_MAP_FULL, 1);
 	} else if (args->newstate == TCP_CLOSE) {
 		established.delete(&sk);
 	}
@@ -282,7 +268,7 @@ RAW_TRACEPOINT_PROBE(sched_process_fork)
 	if (pid != tgid || !wanted(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	if (children.update(&tgid, &one))
-		count(HANDOFF_CNT_CHILDREN_FULL);
+		counter_add(HANDOFF_CNT_CHILDREN_FULL, 1);
 	return 0;
 }
 

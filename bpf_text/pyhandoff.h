@@ -1,6 +1,8 @@
-/* pyhandoff: the event record and per-process counters, shared by the BPF text and tools/pyhandoff.c. */
+/* pyhandoff: the event record and per-process counters, shared by the BPF text and src/trackers/pyhandoff.c. */
 #ifndef PYEBPF_PYHANDOFF_H
 #define PYEBPF_PYHANDOFF_H
+
+#include "pyebpf.h"
 
 /* How the connection came to wait. */
 enum handoff_path {
@@ -20,17 +22,17 @@ enum handoff_via {
 };
 
 struct handoff_event {
+	/*
+	 * The thread that picked the connection up (the worker), when it did (ts_ns: the
+	 * syscall entry of the first read, or the accept's return).
+	 */
+	struct task_head task;
 	__u64 queued_ns;      /* bpf_ktime_get_ns() when the wait began */
-	__u64 pickup_ns;      /* ... and when it ended (syscall entry of the first read) */
-	__u32 pid;            /* host tgid */
-	__u32 worker_tid;     /* the thread that picked the connection up (host tid) */
 	__u32 main_tid;       /* the thread that queued it; 0 for accept_queue (the kernel queued it) */
-	__u32 nspid, nstid;   /* pid and worker tid in the process's own PID namespace */
 	__u32 fd;
 	__u8 path;            /* enum handoff_path */
 	__u8 via;             /* enum handoff_via */
 	__u8 pad[6];
-	char worker_comm[16];
 	char main_comm[16];
 };
 
@@ -42,11 +44,11 @@ struct handoff_proc_counts {
 	__u64 stale;          /* the fd pointed to another file when read: reused, no event */
 };
 
-/* Indexes into the "counters" array: things that did not go as planned. */
-enum handoff_counter {
-	HANDOFF_CNT_MAP_FULL = 0, /* a tracking map was full */
-	HANDOFF_CNT_CHILDREN_FULL = 1, /* --children: a new child could not be followed */
-	HANDOFF_CNT_MAX = 2,
-};
+/* The program's counters (pyebpf.h): things that did not go as planned. */
+#define HANDOFF_COUNTERS(X)                                                                  \
+	X(HANDOFF_CNT_MAP_FULL, "map_full", "waits not followed because a tracking map was full") \
+	X(HANDOFF_CNT_CHILDREN_FULL, "children_not_followed",                                   \
+	  "--children: new child processes that could not be followed")
+enum handoff_counter { HANDOFF_COUNTERS(PYEBPF_COUNTER_ID) HANDOFF_CNT_MAX };
 
 #endif

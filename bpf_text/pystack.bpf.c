@@ -6,25 +6,17 @@
 /* only passed on to helpers: no kernel header needed (the built-in set has none) */
 struct bpf_perf_event_data;
 
-#include "pyebpf.bpf.h"
 #include "pystack.h"
+#define PYEBPF_NCOUNTERS PYSTACK_CNT_MAX
+#include "pyebpf.bpf.h"
 #include "python.bpf.h"
 
 BPF_PERCPU_ARRAY(scratch, struct pystack_sample, 1);
-BPF_PERCPU_ARRAY(counters, u64, PYSTACK_NCOUNTERS);
-
-static __always_inline void count(u32 which)
-{
-	u64 *n = counters.lookup(&which);
-
-	if (n)
-		*n += 1;
-}
 
 int on_sample(struct bpf_perf_event_data *ctx)
 {
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	u32 tgid = pid_tgid >> 32, tid = (u32)pid_tgid, zero = 0, depth, size;
+	u32 tgid = pid_tgid >> 32, zero = 0, depth, size;
 	struct pywalk_config *cfg = py_config.lookup(&tgid);
 	struct pystack_sample *s;
 	u64 tstate = 0;
@@ -35,14 +27,10 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	s = scratch.lookup(&zero);
 	if (!s)
 		return 0;
-	count(PYSTACK_CNT_SAMPLES);
-	s->time_ns = bpf_ktime_get_ns();
-	s->pid = tgid;
-	s->tid = tid;
-	current_ns_ids(&s->ns_pid, &s->ns_tid);
+	counter_add(PYSTACK_CNT_SAMPLES, 1);
+	task_head_fill(&s->task);
 	s->cpu = bpf_get_smp_processor_id();
-	bpf_get_current_comm(s->comm, sizeof(s->comm));
-	st = py_find_tstate(cfg, tid, &tstate);
+	st = py_find_tstate(cfg, s->task.tid, &tstate);
 	s->tstate = tstate;
 	s->depth = 0;
 	if (!st)
@@ -50,13 +38,13 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	s->status = st;
 	depth = s->depth;
 	if (st == PYWALK_COMPLETE || st == PYWALK_TRUNCATED)
-		count(PYSTACK_CNT_PYTHON);
+		counter_add(PYSTACK_CNT_PYTHON, 1);
 	if (st == PYWALK_TRUNCATED)
-		count(PYSTACK_CNT_TRUNCATED);
+		counter_add(PYSTACK_CNT_TRUNCATED, 1);
 	else if (st == PYWALK_NO_THREAD)
-		count(PYSTACK_CNT_IDLE);
+		counter_add(PYSTACK_CNT_IDLE, 1);
 	else if (st != PYWALK_COMPLETE)
-		count(PYSTACK_CNT_ERRORS);
+		counter_add(PYSTACK_CNT_ERRORS, 1);
 	/* only the frames filled in go out */
 	size = sizeof(*s) - sizeof(s->frames) + (depth & (PYWALK_DEPTH_LIMIT - 1)) * sizeof(s->frames[0]);
 	if (depth >= PYWALK_DEPTH_LIMIT)

@@ -1,29 +1,26 @@
-/* pystack's sample record, shared by bpf_text/pystack.bpf.c and tools/pystack.c. */
+/* pystack's sample record, shared by bpf_text/pystack.bpf.c and src/trackers/pystack.c. */
 #ifndef PYEBPF_PYSTACK_H
 #define PYEBPF_PYSTACK_H
 
+#include "pyebpf.h"
 #include "pywalk.h"
 
-/* Summary counters (per-CPU array "counters"). */
-enum {
-	PYSTACK_CNT_SAMPLES = 0, /* samples of target threads */
-	PYSTACK_CNT_PYTHON,      /* ... with a Python stack */
-	PYSTACK_CNT_IDLE,        /* ... on a thread without a Python thread state */
-	PYSTACK_CNT_TRUNCATED,
-	PYSTACK_CNT_ERRORS,
-	PYSTACK_NCOUNTERS,
-};
+/* The program's counters (pyebpf.h), the summary's first fields. */
+#define PYSTACK_COUNTERS(X)                                                                        \
+	X(PYSTACK_CNT_SAMPLES, "samples", "samples that interrupted a target thread")               \
+	X(PYSTACK_CNT_PYTHON, "python_stacks", "of these, samples with a Python stack")             \
+	X(PYSTACK_CNT_IDLE, "idle", "samples of target threads without a Python thread state")      \
+	X(PYSTACK_CNT_TRUNCATED, "truncated", "stacks deeper than --max-depth")                     \
+	X(PYSTACK_CNT_ERRORS, "errors", "samples whose thread list or frames could not be read")
+enum pystack_counter { PYSTACK_COUNTERS(PYEBPF_COUNTER_ID) PYSTACK_CNT_MAX };
 
 struct pystack_sample {
-	__u64 time_ns;
+	struct task_head task; /* ts_ns: when the sample was taken */
 	__u64 tstate;
-	__u32 pid, tid;       /* host ids */
-	__u32 ns_pid, ns_tid; /* ids in the target's PID namespace (0: unknown) */
-	__u32 status;         /* enum pywalk_status */
-	__u32 depth;          /* frames[] entries, innermost first */
+	__u32 status;          /* enum pywalk_status */
+	__u32 depth;           /* frames[] entries, innermost first */
 	__u32 cpu;
 	__u32 pad;
-	char comm[16];
 	struct pywalk_frame frames[PYWALK_DEPTH_LIMIT];
 };
 

@@ -10,7 +10,7 @@ void record_set_int_or_null(json_t *o, const char *key, json_int_t v, bool known
 	json_object_set_new_nocheck(o, key, known ? json_integer(v) : json_null());
 }
 
-void record_set_task(json_t *o, const struct task_head *h)
+void record_set_ids(json_t *o, const struct task_head *h)
 {
 	bool known = h->pid != 0;
 
@@ -18,7 +18,12 @@ void record_set_task(json_t *o, const struct task_head *h)
 	record_set_int_or_null(o, "tid", h->tid, known);
 	record_set_int_or_null(o, "container_pid", h->nspid ? h->nspid : h->pid, known);
 	record_set_int_or_null(o, "container_tid", h->nstid ? h->nstid : h->tid, known);
-	if (known)
+}
+
+void record_set_task(json_t *o, const struct task_head *h)
+{
+	record_set_ids(o, h);
+	if (h->pid != 0)
 		json_set_strn(o, "comm", h->comm, sizeof(h->comm));
 	else
 		json_object_set_new(o, "comm", json_null());

@@ -48,6 +48,8 @@
 
 /* pid, tid, container_pid, container_tid, comm from h; all null when h->pid is 0 (unknown). */
 void record_set_task(json_t *o, const struct task_head *h);
+/* The same without comm, for records that name their threads otherwise. */
+void record_set_ids(json_t *o, const struct task_head *h);
 /* "time" from a bpf_ktime_get_ns() value. */
 void record_set_time(json_t *o, __u64 ts_ns);
 

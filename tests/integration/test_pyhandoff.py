@@ -285,6 +285,9 @@ def test_fd_reuse_and_same_thread_reads_are_no_handoffs(run_tool):
     assert got[0]["fd"] == used["handoff"] and got[0]["queue_path"] == "accept"
     assert got[0]["main_tid"] == pid and got[0]["worker_tid"] != pid
     assert got[0]["main_thread_name"] == "MainThread"
+    # outside a PID namespace the container ids are the host ids
+    for e in [e for e in events if e["metric"] == "handoff"]:
+        assert (e["container_pid"], e["container_tid"]) == (e["pid"], e["tid"]), e
     s = proc_summary(events, pid)
     assert s["fd_reused"] == 1  # the dup2()-replaced fd
     assert s["same_thread_reads"] == 1

@@ -277,6 +277,8 @@ def test_busy_line_and_whole_stack_match_oracle(pystack, pythons, targets):
         frames = [f for f in oracle["threads"][0]["frames"] if "file" in f and f.get("owner", 0) < 3]
         want = [(f.get("qualname") or f["func"], f["file"], f["line"]) for f in reversed(frames)]
         for e in got:
+            # outside a PID namespace the container ids are the host ids
+            assert (e["container_pid"], e["container_tid"]) == (e["pid"], e["tid"]), e
             st = parse_stack(e["stack"])
             leaf = (e["leaf_func"], e["leaf_file"], e["leaf_line"])
             if e["status"] != "complete" or leaf != ("spin", script, line) or st != want \

@@ -1,0 +1,67 @@
+/*
+ * What the BPF stack walker's frames (bpf_text/pywalk.h) mean to a reader: resolved
+ * into names, files and lines, formatted "func (file:line)", and the names of the
+ * threads they ran in. Shared by the Python trackers.
+ */
+#ifndef PYEBPF_PYFRAMES_H
+#define PYEBPF_PYFRAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pyproc.h"
+#include "pywalk.h"
+
+/*
+ * Resolves depth frames (innermost first) into locs (a frame that cannot be read gets
+ * func "[unknown]", as does every frame when py is NULL). Returns how many could not.
+ */
+int pyframes_resolve(struct pyproc *py, const struct pywalk_frame *frames, int depth,
+		     struct pycode_loc *locs);
+
+/* One frame as "func (file:line)", or "func" when its file is unknown; returns its length. */
+int pyframes_format(const struct pycode_loc *loc, char *buf, size_t len);
+
+/*
+ * What stands before the frames of a stack the walker could not read whole, or NULL
+ * for a complete one: "[truncated]", else "[error]", or with detail the reason
+ * ("[unknown: frame unreadable]").
+ */
+const char *pyframes_marker(unsigned status, bool detail);
+
+/* A growing string. */
+struct pyframes_buf {
+	char *p;
+	size_t len, cap;
+};
+void pyframes_buf_free(struct pyframes_buf *b);
+
+/*
+ * A stack as one line of folded text (what flamegraph.pl reads): root (when not
+ * NULL, with ';' and ' ' made '_'), the marker, then the frames root first, ';' between
+ * them (a ';' inside a frame becomes ','). Returns b->p ("" when empty).
+ */
+const char *pyframes_folded(struct pyframes_buf *b, const char *root, const struct pycode_loc *locs,
+			    int depth, unsigned status);
+
+/* The Python thread names of one process, read from it when needed (pyframes_thread_name). */
+struct pythread_names {
+	struct pythread *threads;
+	int n;
+	uint64_t read_ns; /* when threads was read */
+};
+void pythread_names_free(struct pythread_names *c);
+
+/*
+ * Into buf: the name of host thread tid of py, threading's Thread.name, else comm (the
+ * kernel's, commlen bytes at most, from the event). Threads are matched by pthread id
+ * (pyproc_threads), which also holds in a forked worker whose threading native ids are
+ * still its parent's. An unknown tid rereads the threads at most every 200 ms, one
+ * without a Python name yet (threading names a thread in its first moments) every second.
+ */
+void pyframes_thread_name(struct pyproc *py, struct pythread_names *c, pid_t tid, const char *comm,
+			  size_t commlen, char *buf, size_t len);
+
+#endif

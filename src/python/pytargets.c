@@ -1,0 +1,354 @@
+#include "pytargets.h"
+
+#include <bcc/libbpf.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "procinfo.h"
+
+/* Processes looked at in one /proc scan. */
+#define SCAN_MAX 4096
+
+void pytargets_init(struct pytargets *ts, int max)
+{
+	memset(ts, 0, sizeof(*ts));
+	ts->max = max;
+}
+
+static void target_close(struct pytarget *t)
+{
+	pyproc_close(t->py);
+	pythread_names_free(&t->names);
+	t->py = NULL;
+}
+
+void pytargets_free(struct pytargets *ts)
+{
+	for (int i = 0; i < ts->n; i++)
+		target_close(&ts->v[i]);
+	free(ts->v);
+	memset(ts, 0, sizeof(*ts));
+}
+
+void pytargets_describe(const struct pyproc *py, bool source, char *buf, size_t len)
+{
+	const struct pyversion *v = pyproc_version(py);
+	char micro[16] = "", from[48] = "";
+
+	if (v->micro >= 0)
+		snprintf(micro, sizeof(micro), ".%d", v->micro);
+	if (source)
+		snprintf(from, sizeof(from), " (%s)", v->source);
+	snprintf(buf, len, "CPython %d.%d%s%s in %s", v->major, v->minor, micro, from,
+		 pyproc_module(py)->path);
+}
+
+const char *pywalk_status_name(unsigned status)
+{
+	switch (status) {
+	case PYWALK_COMPLETE:
+		return "complete";
+	case PYWALK_TRUNCATED:
+		return "truncated";
+	case PYWALK_NO_THREAD:
+		return "no_python_thread";
+	case PYWALK_ERR_CONFIG:
+		return "error: no configuration";
+	case PYWALK_ERR_THREADS:
+		return "error: thread list unreadable";
+	case PYWALK_ERR_FRAME:
+		return "error: frame unreadable";
+	case PYWALK_ERR_CODE:
+		return "error: code object unreadable";
+	}
+	return "error";
+}
+
+/* Gives the walker t's layout; false (t's py closed) when the map would not take it. */
+static bool configure(struct pytargets *ts, struct pytarget *t)
+{
+	struct pywalk_config cfg;
+	int fd;
+
+	if (!ts->walker || !t->py)
+		return true;
+	pyproc_walk_config(t->py, &cfg);
+	fd = bpfprog_table_fd(ts->walker, "py_config");
+	if (fd >= 0 && bpf_update_elem(fd, &t->pid, &cfg, BPF_ANY) == 0)
+		return true;
+	log_error("cannot configure the stack walker for pid %d", t->pid);
+	target_close(t);
+	if (t->watched) {
+		t->watched = false;
+		ts->alive--;
+	}
+	return false;
+}
+
+/* A new entry for pid whose CPython is py (may be NULL), or NULL when the set is full. */
+static struct pytarget *append(struct pytargets *ts, pid_t pid, struct pyproc *py, bool watched)
+{
+	struct pytarget *t;
+
+	if (ts->n == ts->max)
+		return NULL;
+	if (ts->n == ts->cap) {
+		int cap = ts->cap ? 2 * ts->cap : 16;
+		struct pytarget *v = realloc(ts->v, (size_t)cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		ts->v = v;
+		ts->cap = cap;
+	}
+	t = &ts->v[ts->n++];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->py = py;
+	t->watched = watched && py;
+	ts->alive += t->watched;
+	ts->watched += t->watched;
+	ts->added++;
+	if (py && ts->announce) {
+		char what[700];
+		pytargets_describe(py, true, what, sizeof(what));
+		log_info("pid %d: %s", pid, what);
+	}
+	configure(ts, t);
+	return t;
+}
+
+int pytargets_add_pid(struct pytargets *ts, pid_t pid)
+{
+	struct pyproc_error err;
+	struct pyproc *py;
+
+	if (pytargets_find(ts, pid))
+		return 0;
+	py = pyproc_open(pid, &err);
+	if (!py) {
+		log_error("%s", err.msg);
+		return -1;
+	}
+	if (!append(ts, pid, py, true)) {
+		log_error("more than %d target processes: pid %d not traced", ts->max, pid);
+		pyproc_close(py);
+		return -1;
+	}
+	return 0;
+}
+
+struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
+{
+	struct pyproc_error err;
+	struct pyproc *py;
+	struct pytarget *t = pytargets_find(ts, pid);
+
+	if (t)
+		return t;
+	if (ts->n == ts->max) {
+		log_warn("more than %d target processes: pid %d not traced", ts->max, pid);
+		return NULL;
+	}
+	py = pyproc_open(pid, &err);
+	if (!py)
+		log_debug("%s", err.msg);
+	return append(ts, pid, py, watched);
+}
+
+struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid)
+{
+	/* samples come in runs of one process: the last one found first */
+	if (ts->last < ts->n && ts->v[ts->last].pid == pid)
+		return &ts->v[ts->last];
+	for (int i = 0; i < ts->n; i++)
+		if (ts->v[i].pid == pid) {
+			ts->last = i;
+			return &ts->v[i];
+		}
+	return NULL;
+}
+
+/* Processes come and go (workers replaced, pids reused): unwatched ones that are gone go. */
+static void drop_gone(struct pytargets *ts)
+{
+	for (int i = 0; i < ts->n;) {
+		if (ts->v[i].watched || procinfo_exists(ts->v[i].pid)) {
+			i++;
+			continue;
+		}
+		target_close(&ts->v[i]);
+		ts->v[i] = ts->v[--ts->n];
+	}
+	ts->last = 0;
+}
+
+struct pytarget *pytargets_get(struct pytargets *ts, pid_t pid)
+{
+	struct pytarget *t = pytargets_find(ts, pid);
+
+	if (t || !ts->lazy)
+		return t;
+	drop_gone(ts);
+	if (ts->n == ts->max) {
+		log_debug("more than %d processes seen: pid %d not opened", ts->max, pid);
+		return NULL;
+	}
+	return pytargets_add(ts, pid, false);
+}
+
+/* Every process of /proc with its parent (at most max); how many, or -1. */
+static int list_processes(struct pychild *out, int max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)) && n < max) {
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		out[n].pid = (pid_t)atoi(de->d_name);
+		out[n].ppid = procinfo_ppid(out[n].pid);
+		if (out[n].pid > 0 && out[n].ppid > 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static bool listed(pid_t pid, const pid_t *roots, int nroots, const struct pychild *out, int nout)
+{
+	for (int i = 0; i < nroots; i++)
+		if (roots[i] == pid)
+			return true;
+	for (int i = 0; i < nout; i++)
+		if (out[i].pid == pid)
+			return true;
+	return false;
+}
+
+int pytargets_descendants(const pid_t *roots, int nroots, struct pychild *out, int max)
+{
+	struct pychild *all = malloc(SCAN_MAX * sizeof(*all));
+	int nall = all ? list_processes(all, SCAN_MAX) : -1, nout = 0;
+	bool added = true;
+
+	/* until nothing is new: a grandchild may be listed before its parent */
+	while (added && nout < max) {
+		added = false;
+		for (int i = 0; i < nall && nout < max; i++) {
+			if (listed(all[i].ppid, roots, nroots, out, nout) &&
+			    !listed(all[i].pid, roots, nroots, out, nout)) {
+				out[nout++] = all[i];
+				added = true;
+			}
+		}
+	}
+	free(all);
+	return nout;
+}
+
+void pytargets_add_children(struct pytargets *ts)
+{
+	pid_t *roots = malloc((size_t)(ts->n ? ts->n : 1) * sizeof(*roots));
+	struct pychild *kids = malloc(SCAN_MAX * sizeof(*kids));
+	int nroots = 0, n;
+
+	if (roots && kids) {
+		for (int i = 0; i < ts->n; i++)
+			roots[nroots++] = ts->v[i].pid;
+		n = pytargets_descendants(roots, nroots, kids, SCAN_MAX);
+		for (int i = 0; i < n; i++) {
+			log_debug("child %d of %d", kids[i].pid, kids[i].ppid);
+			pytargets_add(ts, kids[i].pid, true);
+		}
+	}
+	free(roots);
+	free(kids);
+}
+
+int pytargets_scan_system(struct pytargets *ts, void (*visit)(void *ctx, struct pytarget *t),
+			  void *ctx)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int found = 0;
+
+	if (!d) {
+		log_error("cannot read /proc");
+		return -1;
+	}
+	while ((de = readdir(d))) {
+		struct pyproc_error err;
+		struct pytarget *t, spare;
+		pid_t pid;
+
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		pid = (pid_t)atoi(de->d_name);
+		if (pid == getpid())
+			continue;
+		if (!(t = pytargets_find(ts, pid))) {
+			struct pyproc *py = pyproc_open(pid, &err);
+			if (!py)
+				continue;
+			t = append(ts, pid, py, false);
+			if (!t) {
+				memset(&spare, 0, sizeof(spare));
+				spare.pid = pid;
+				spare.py = py;
+				t = &spare;
+			}
+		}
+		if (!t->py)
+			continue;
+		found++;
+		if (visit)
+			visit(ctx, t);
+		if (t == &spare)
+			target_close(t);
+	}
+	closedir(d);
+	return found;
+}
+
+int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog)
+{
+	int r = 0;
+
+	ts->walker = prog;
+	for (int i = 0; i < ts->n; i++)
+		if (!configure(ts, &ts->v[i]))
+			r = -1;
+	return r;
+}
+
+bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns)
+{
+	int alive = ts->alive;
+
+	if (ts->children && now_ns >= ts->next_children_ns) {
+		ts->next_children_ns = now_ns + 1000000000ull;
+		pytargets_add_children(ts);
+	}
+	if (now_ns >= ts->next_exits_ns) {
+		ts->next_exits_ns = now_ns + 200000000ull;
+		for (int i = 0; i < ts->n; i++) {
+			struct pytarget *t = &ts->v[i];
+			if (!t->watched || t->exited || procinfo_alive(t->pid))
+				continue;
+			t->exited = true;
+			ts->alive--;
+			log_warn("target pid %d exited", t->pid);
+		}
+		if (alive > 0 && ts->alive == 0)
+			log_info("every target exited");
+	}
+	return ts->watched > 0 && ts->alive == 0;
+}

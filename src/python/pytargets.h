@@ -1,0 +1,97 @@
+/*
+ * The processes a Python tracker follows: the -p pids, with --children their
+ * descendants (those running and those started later), every CPython of the host,
+ * or processes opened on their first event. Each has its CPython handle (NULL when
+ * it is not CPython: kept, so that it is not tried again) and its thread names;
+ * once a stack walker is set, its layout is in the walker's py_config map.
+ *
+ * Pointers to targets are valid until the next call that adds or drops targets
+ * (add, get, refresh, scan).
+ */
+#ifndef PYEBPF_PYTARGETS_H
+#define PYEBPF_PYTARGETS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpfprog.h"
+#include "pyframes.h"
+#include "pyproc.h"
+
+struct pytarget {
+	pid_t pid;
+	struct pyproc *py;           /* NULL: not CPython, or unreadable */
+	bool watched;                /* its exit is said, and the last watched one's ends the run */
+	bool exited;
+	struct pythread_names names; /* for pyframes_thread_name() */
+};
+
+struct pytargets {
+	/* Settings, before the first target. */
+	int max;                /* targets kept at most */
+	bool children;          /* pytargets_refresh adds the targets' new descendants */
+	bool lazy;              /* pytargets_get opens a process it has not seen */
+	bool announce;          /* says "pid N: CPython 3.X.Y (source) in PATH" for each CPython added */
+	/* State. */
+	struct pytarget *v;
+	int n, cap, last;
+	int watched;            /* targets ever watched */
+	int alive;              /* ... that have not exited */
+	unsigned long long added; /* targets ever added (the summaries' "processes") */
+	struct bpfprog *walker; /* set: each CPython target's layout goes to its py_config */
+	uint64_t next_exits_ns, next_children_ns;
+};
+
+/* An empty set of at most max targets. */
+void pytargets_init(struct pytargets *ts, int max);
+void pytargets_free(struct pytargets *ts);
+
+/* -p: pid must be a CPython this can read; watched. 0, or -1 after an error naming it. */
+int pytargets_add_pid(struct pytargets *ts, pid_t pid);
+/*
+ * Any process (kept when it is not CPython; -v says why), or NULL when the set is
+ * full. watched: only when it is CPython.
+ */
+struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched);
+struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid);
+/* find; else, lazy, the process opened now (after letting the gone unwatched ones go). */
+struct pytarget *pytargets_get(struct pytargets *ts, pid_t pid);
+
+/* A process and its parent. */
+struct pychild {
+	pid_t pid, ppid;
+};
+/* The descendants of roots running now (not roots themselves), at most max; how many. */
+int pytargets_descendants(const pid_t *roots, int nroots, struct pychild *out, int max);
+/* --children: adds every descendant of the targets not in the set yet (watched when CPython). */
+void pytargets_add_children(struct pytargets *ts);
+
+/*
+ * Every CPython process running now (but this one), added unwatched, each handed to
+ * visit (also those that no longer fit in the set, as a target that is freed after
+ * visit returns). Returns how many, or -1 when /proc cannot be read.
+ */
+int pytargets_scan_system(struct pytargets *ts, void (*visit)(void *ctx, struct pytarget *t),
+			  void *ctx);
+
+/*
+ * The stack walker (bpf_text/python.bpf.h) of prog gets the layout of every CPython
+ * target, now and when added. 0, or -1 when one could not be configured (its py is
+ * then NULL, said on stderr).
+ */
+int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog);
+
+/*
+ * After every poll: with children, adds the new descendants (every second); says
+ * which watched targets exited (every 200 ms). True once every watched target has
+ * exited (never when none was watched).
+ */
+bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns);
+
+/* "CPython 3.12.1 in PATH", with source "CPython 3.12.1 (Py_Version) in PATH". */
+void pytargets_describe(const struct pyproc *py, bool source, char *buf, size_t len);
+/* A walk's status (enum pywalk_status) as records name it: "complete", "truncated", "error: ...". */
+const char *pywalk_status_name(unsigned status);
+
+#endif

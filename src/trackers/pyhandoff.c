@@ -1,0 +1,557 @@
+/*
+ * The pyhandoff tracker: how long a request waits between the thread that takes a
+ * connection (accept, or a keep-alive socket leaving the poller) and the worker
+ * thread that first reads it (gunicorn gthread), and how long connections wait in the
+ * kernel's accept queue (uwsgi, whose threads accept for themselves). Syscall
+ * tracepoints and sock:inet_sock_set_state only.
+ */
+#include <bcc/libbpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <linux/types.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kbtf.h"
+#include "lathist.h"
+#include "log.h"
+#include "out.h"
+#include "pidwatch.h"
+#include "procinfo.h"
+#include "pyebpf_bpf.h"
+#include "pyframes.h"
+#include "pyhandoff.h"
+#include "pytargets.h"
+#include "record.h"
+#include "tracker.h"
+
+extern const char pyhandoff_bpf_text[];
+
+/*
+ * One 1 MiB ring for all CPUs, never signalled: read every 50 ms (poll_ms), in batches.
+ * A busy server hands off thousands of connections a second; a wakeup per request
+ * would cost it more CPU (on the same cores) than the records themselves, and 50 ms
+ * of records at 20000 a second take a tenth of the ring.
+ */
+enum { RING_PAGES = 256, POLL_MS = 50 };
+/* Processes whose thread names are kept (the gone ones are let go first). */
+enum { MAX_NAMED = 4096 };
+
+enum { OPT_CHILDREN = OPT_TOOL_BASE, OPT_MIN_MS };
+
+static const struct opt options[] = {
+	OPT_ENTRY_PID,
+	{ OPT_CHILDREN, 0, "children", NULL, "also trace the child processes of -p pids (workers), including ones started later" },
+	{ OPT_MIN_MS, 0, "min-ms", "MS", "print only waits of MS milliseconds or more (the summary counts all)" },
+	OPT_ENTRIES_TRACKER_TAIL,
+};
+
+static const struct field handoff_fields[] = {
+	FIELD_METRIC,
+	FIELD_PID(2),
+	FIELD_TID(0),
+	FIELD_CONTAINER_PID,
+	FIELD_CONTAINER_TID,
+	{ "duration_ms", FIELD_REAL, "ms", "how long the connection waited", 8, "WAIT_MS", 10, NULL },
+	{ "handoff_ms", FIELD_REAL, "ms", "the same as duration_ms (the seed's name)", 0, NULL, 0, NULL },
+	{ "worker_tid", FIELD_INT, NULL, "the thread that picked the connection up", 4, "WORKER", 7, NULL },
+	{ "worker_comm", FIELD_STR, NULL, "that thread's comm at the pickup", 0, NULL, 0, NULL },
+	{ "worker_thread_name", FIELD_STR, NULL, "that thread's Python name, else its comm", 9, "WORKER_THREAD", -20, NULL },
+	{ "main_tid", FIELD_INT, NULL, "the thread that took the connection; null for accept_queue", 3, "MAIN", 7, NULL },
+	{ "main_comm", FIELD_STR, NULL, "that thread's comm when it queued it; null for accept_queue", 0, NULL, 0, NULL },
+	{ "main_thread_name", FIELD_STR, NULL, "its Python name, else its comm; null for accept_queue", 0, NULL, 0, NULL },
+	{ "fd", FIELD_INT, NULL, "the connection's file descriptor", 5, "FD", 4, NULL },
+	{ "queue_path", FIELD_STR, NULL, "accept, epoll_del or accept_queue", 6, "PATH", -12, NULL },
+	{ "pickup_via", FIELD_STR, NULL, "the syscall that ended the wait", 7, "VIA", -8, NULL },
+	{ "queued_time", FIELD_TIME, NULL, "when the wait began", 0, NULL, 0, NULL },
+	{ "pickup_time", FIELD_TIME, NULL, "when it ended", 0, NULL, 0, NULL },
+	FIELD_TIME(1),
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field process_fields[] = {
+	FIELD_METRIC,
+	FIELD_PID(0),
+	{ "comm", FIELD_STR, NULL, "the process's comm at the end (\"?\" once it has exited)", 0, NULL, 0, NULL },
+	{ "model", FIELD_STR, NULL, "handoff, each-thread-accepts or unknown", 0, NULL, 0, NULL },
+	{ "handoffs", FIELD_INT, NULL, "connections queued in one thread, first read in another", 0, NULL, 0, NULL },
+	{ "same_thread_reads", FIELD_INT, NULL, "connections queued and first read by the same thread", 0, NULL, 0, NULL },
+	{ "accept_queue", FIELD_INT, NULL, "accepts whose ESTABLISHED time was known", 0, NULL, 0, NULL },
+	{ "fd_reused", FIELD_INT, NULL, "queued fds that pointed to another file when read", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field latency_fields[] = {
+	FIELD_METRIC,
+	FIELD_PID(0),
+	{ "kind", FIELD_STR, NULL, "handoff or accept_queue", 0, NULL, 0, NULL },
+	{ "count", FIELD_INT, NULL, "waits (also those --min-ms hid)", 0, NULL, 0, NULL },
+	{ "p50_ms", FIELD_REAL, "ms", "median wait", 0, NULL, 0, NULL },
+	{ "p90_ms", FIELD_REAL, "ms", "90th percentile", 0, NULL, 0, NULL },
+	{ "p99_ms", FIELD_REAL, "ms", "99th percentile", 0, NULL, 0, NULL },
+	{ "max_ms", FIELD_REAL, "ms", "longest wait", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field summary_fields[] = {
+	FIELD_METRIC,
+	{ "events", FIELD_INT, NULL, "waits seen", 0, NULL, 0, NULL },
+	{ "printed", FIELD_INT, NULL, "waits printed (not hidden by --min-ms)", 0, NULL, 0, NULL },
+	FIELD_LOST,
+	FIELD_MISSED,
+	HANDOFF_COUNTERS(PYEBPF_COUNTER_FIELD)
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct counter_name counters[] = { HANDOFF_COUNTERS(PYEBPF_COUNTER_NAME) { 0, NULL, NULL } };
+
+static const struct schema handoff_schema = { "handoff", SCHEMA_EVENT, handoff_fields };
+static const struct schema process_schema = { "handoff_process", SCHEMA_SUMMARY, process_fields };
+static const struct schema latency_schema = { "handoff_latency", SCHEMA_SUMMARY, latency_fields };
+static const struct schema summary_schema = { "pyhandoff_summary", SCHEMA_SUMMARY, summary_fields };
+static const struct schema *const schemas[] = { &handoff_schema, &process_schema, &latency_schema,
+						&summary_schema, NULL };
+
+/* Waits of one process and one kind (handoff or accept queue), for the summary. */
+struct waits {
+	__u32 pid;
+	int accept_queue;
+	char comm[16];
+	struct lathist *hist;
+};
+
+struct pyhandoff {
+	struct tracker base;
+	bool children;
+	double min_ms;
+	unsigned long long events, printed;
+	struct waits *waits;
+	size_t nwaits, capwaits;
+	struct pytargets named; /* every process seen in an event: its Python thread names */
+	struct pidwatch watch;  /* the -p processes */
+};
+
+static void init(struct tracker *t)
+{
+	struct pyhandoff *h = (struct pyhandoff *)t;
+
+	pytargets_init(&h->named, MAX_NAMED);
+	h->named.lazy = true;
+	t->poll_ms = POLL_MS;
+}
+
+static int option(struct tracker *t, int id, const char *arg)
+{
+	struct pyhandoff *h = (struct pyhandoff *)t;
+
+	switch (id) {
+	case OPT_CHILDREN:
+		h->children = true;
+		return 0;
+	case OPT_MIN_MS:
+		return opts_parse_double("min-ms", arg, 0, 3600e3, &h->min_ms);
+	}
+	return -1;
+}
+
+static int check(struct tracker *t)
+{
+	struct pyhandoff *h = (struct pyhandoff *)t;
+
+	if (h->children && !t->common->npids)
+		return opts_usage_error("--children needs -p (the parent processes to follow)");
+	return 0;
+}
+
+/* Inodes of the listening TCP sockets in /proc/PID/net/tcp{,6} (the process's netns). */
+static int listening_inodes(pid_t pid, unsigned long *inodes, int max)
+{
+	static const char *files[] = { "tcp", "tcp6" };
+	int n = 0;
+
+	for (unsigned i = 0; i < 2; i++) {
+		char path[64], line[512];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/net/%s", pid, files[i]);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f) && n < max) {
+			unsigned st;
+			unsigned long ino;
+			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+			if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) == 2 &&
+			    st == 0x0a)
+				inodes[n++] = ino;
+		}
+		fclose(f);
+	}
+	return n;
+}
+
+/* Whether pid holds a listening TCP socket: a process that is no server sees no handoffs. */
+static bool holds_listener(pid_t pid)
+{
+	unsigned long inodes[1024];
+	int n = listening_inodes(pid, inodes, 1024);
+	char path[64];
+	struct dirent *d;
+	bool found = false;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = opendir(path);
+	if (!dir)
+		return false;
+	while (!found && (d = readdir(dir))) {
+		char fdpath[300], target[64];
+		unsigned long ino;
+		ssize_t len;
+
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, d->d_name);
+		len = readlink(fdpath, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (sscanf(target, "socket:[%lu]", &ino) != 1)
+			continue;
+		for (int i = 0; i < n && !found; i++)
+			found = inodes[i] == ino;
+	}
+	closedir(dir);
+	return found;
+}
+
+/* -p pids must exist; a process without a listening socket is traced with a warning. */
+static int check_targets(const struct common_opts *c, bool children)
+{
+	for (int i = 0; i < c->npids; i++) {
+		pid_t pid = c->pids[i];
+		char comm[32] = "?";
+
+		if (!procinfo_exists(pid)) {
+			log_error("no process with pid %d", pid);
+			return -1;
+		}
+		procinfo_comm(pid, pid, comm, sizeof(comm));
+		if (!holds_listener(pid))
+			log_warn("pid %d (comm \"%s\") holds no listening TCP socket: it does not look like "
+				 "a server%s; tracing it anyway", pid, comm,
+				 children ? " (its children may be)" : "");
+	}
+	return 0;
+}
+
+/* Kernel struct offsets (from BTF) and settings as -D options; then the -p pids are checked. */
+static int prepare(struct tracker *t)
+{
+	struct pyhandoff *h = (struct pyhandoff *)t;
+	struct cflags *cf = &t->cflags;
+	struct kbtf *b = kbtf_open();
+	int r;
+
+	if (!b)
+		return -1;
+	r = pyebpf_bpf_cflags(b, cf, t->common) ||
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_PID", "task_struct", "pid") ||
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_TGID", "task_struct", "tgid") ||
+	    kbtf_offset_cflag(b, cf, "OFF_FILE_F_INODE", "file", "f_inode") ||
+	    kbtf_offset_cflag(b, cf, "OFF_INODE_I_MODE", "inode", "i_mode");
+	kbtf_close(b);
+	if (r)
+		return -1;
+	if (h->children)
+		cflags_add(cf, "-DFOLLOW_CHILDREN");
+	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
+	t->text = pyhandoff_bpf_text;
+	return t->common->print_ebpf ? 0 : check_targets(t->common, h->children);
+}
+
+/* --children: the running descendants of the -p pids go into the BPF "children" map. */
+static int follow_existing_children(struct bpfprog *p, const struct common_opts *c)
+{
+	enum { MAX = 4096 };
+	int fd = bpfprog_table_fd(p, "children");
+	struct pychild *kids = malloc(MAX * sizeof(*kids));
+	unsigned char one = 1;
+	int n;
+
+	if (fd < 0 || !kids) {
+		free(kids);
+		return -1;
+	}
+	n = pytargets_descendants(c->pids, c->npids, kids, MAX);
+	for (int i = 0; i < n; i++) {
+		__u32 pid = (__u32)kids[i].pid;
+		log_debug("following child %d of %d", kids[i].pid, kids[i].ppid);
+		if (bpf_update_elem(fd, &pid, &one, 0))
+			log_warn("cannot follow child %d of %d: %s", kids[i].pid, kids[i].ppid, strerror(errno));
+	}
+	free(kids);
+	return 0;
+}
+
+static const char *path_name(unsigned path)
+{
+	switch (path) {
+	case HANDOFF_ACCEPT:
+		return "accept";
+	case HANDOFF_EPOLL_DEL:
+		return "epoll_del";
+	case HANDOFF_ACCEPT_QUEUE:
+		return "accept_queue";
+	}
+	return "unknown";
+}
+
+static const char *via_name(unsigned via)
+{
+	static const char *names[] = { "?", "read", "readv", "recvfrom", "recvmsg", "accept", "accept4" };
+
+	return via < sizeof(names) / sizeof(names[0]) ? names[via] : "?";
+}
+
+/* The thread's Python name (read from the target), else the comm it had at the event. */
+static void thread_name(struct pyhandoff *h, pid_t pid, pid_t tid, const char *comm, char *buf, size_t len)
+{
+	struct pytarget *t = pytargets_get(&h->named, pid);
+
+	if (t)
+		pyframes_thread_name(t->py, &t->names, tid, comm, 16, buf, len);
+	else
+		snprintf(buf, len, "%.16s", comm);
+}
+
+static struct waits *waits_of(struct pyhandoff *h, __u32 pid, int accept_queue, const char *comm)
+{
+	struct waits *w;
+
+	for (size_t i = 0; i < h->nwaits; i++)
+		if (h->waits[i].pid == pid && h->waits[i].accept_queue == accept_queue)
+			return &h->waits[i];
+	if (h->nwaits == h->capwaits) {
+		size_t cap = h->capwaits ? h->capwaits * 2 : 8;
+		struct waits *nw = realloc(h->waits, cap * sizeof(*nw));
+		if (!nw)
+			return NULL;
+		h->waits = nw;
+		h->capwaits = cap;
+	}
+	w = &h->waits[h->nwaits];
+	memset(w, 0, sizeof(*w));
+	w->hist = calloc(1, sizeof(*w->hist));
+	if (!w->hist)
+		return NULL;
+	h->nwaits++;
+	w->pid = pid;
+	w->accept_queue = accept_queue;
+	memcpy(w->comm, comm, sizeof(w->comm) - 1);
+	return w;
+}
+
+static void emit(struct pyhandoff *h, const struct handoff_event *ev)
+{
+	const struct task_head *worker = &ev->task;
+	char queued[40], picked[40], name[PYTHREAD_NAME_MAX];
+	double ms = (double)(worker->ts_ns - ev->queued_ns) / 1e6;
+	int handoff = ev->path != HANDOFF_ACCEPT_QUEUE;
+	struct waits *w = waits_of(h, worker->pid, !handoff, worker->comm);
+	json_t *o;
+
+	h->events++;
+	if (w)
+		lathist_add(w->hist, worker->ts_ns - ev->queued_ns);
+	if (ms < h->min_ms)
+		return;
+	o = json_object();
+	time_format_mono_ns(ev->queued_ns, queued, sizeof(queued));
+	time_format_mono_ns(worker->ts_ns, picked, sizeof(picked));
+	json_set_str(o, "metric", handoff_schema.metric);
+	record_set_ids(o, worker);
+	json_set_real(o, "duration_ms", ms);
+	json_set_real(o, "handoff_ms", ms);
+	json_set_int(o, "worker_tid", worker->tid);
+	json_set_strn(o, "worker_comm", worker->comm, sizeof(worker->comm));
+	thread_name(h, (pid_t)worker->pid, (pid_t)worker->tid, worker->comm, name, sizeof(name));
+	json_set_str(o, "worker_thread_name", name);
+	/* the accept queue is the kernel's: no thread put the connection there */
+	json_object_set_new(o, "main_tid", handoff && ev->main_tid ? json_integer(ev->main_tid) : json_null());
+	if (handoff) {
+		json_set_strn(o, "main_comm", ev->main_comm, sizeof(ev->main_comm));
+		thread_name(h, (pid_t)worker->pid, (pid_t)ev->main_tid, ev->main_comm, name, sizeof(name));
+		json_set_str(o, "main_thread_name", name);
+	} else {
+		json_object_set_new(o, "main_comm", json_null());
+		json_object_set_new(o, "main_thread_name", json_null());
+	}
+	json_set_int(o, "fd", ev->fd);
+	json_set_str(o, "queue_path", path_name(ev->path));
+	json_set_str(o, "pickup_via", via_name(ev->via));
+	json_set_str(o, "queued_time", queued);
+	json_set_str(o, "pickup_time", picked);
+	json_set_str(o, "time", picked);
+	sink_record(h->base.sink, &handoff_schema, o);
+	h->printed++;
+}
+
+static void on_event(void *ctx, void *data, int size)
+{
+	if (size >= (int)sizeof(struct handoff_event))
+		emit(ctx, data);
+}
+
+static int attach_all(struct bpfprog *p, bool children)
+{
+	/* where waits end first, then where they begin: no wait is begun that cannot end */
+	if (bpfprog_attach_tracepoint(p, "sock", "inet_sock_set_state") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_close") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_read") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_readv") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_recvfrom") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_recvmsg") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_accept4") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_accept") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_epoll_ctl") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_epoll_ctl"))
+		return -1;
+	if (children &&
+	    (bpfprog_attach_raw_tracepoint(p, "raw_tracepoint__sched_process_fork", "sched_process_fork") ||
+	     bpfprog_attach_tracepoint(p, "sched", "sched_process_exit")))
+		return -1;
+	return 0;
+}
+
+static int start(struct tracker *t)
+{
+	struct pyhandoff *h = (struct pyhandoff *)t;
+	struct bpfprog *p = t->prog;
+
+	pidwatch_init(&h->watch, t->common->pids, t->common->npids);
+	snprintf(t->banner, sizeof(t->banner), "Tracing connection handoffs and accept-queue waits.");
+	return pyebpf_bpf_set_pids(p, t->common) ||
+	       (h->children && follow_existing_children(p, t->common)) ||
+	       bpfprog_open_ring_buffer(p, "events", on_event, h) || attach_all(p, h->children);
+}
+
+static int tick(struct tracker *t, uint64_t now_ns)
+{
+	struct pyhandoff *h = (struct pyhandoff *)t;
+
+	t->done = pidwatch_all_gone(&h->watch, now_ns);
+	return 0;
+}
+
+static const char *model_name(const struct handoff_proc_counts *c)
+{
+	if (c->handoffs)
+		return "handoff";
+	if (c->same_thread)
+		return "each-thread-accepts";
+	return "unknown";
+}
+
+/* Per process: the server model its syscalls showed, and its counts. */
+static int report_processes(struct pyhandoff *h)
+{
+	int fd = bpfprog_table_fd(h->base.prog, "procs");
+	__u32 key, next, *prev = NULL;
+	struct handoff_proc_counts c;
+	char comm[64];
+	int procs = 0;
+
+	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
+		json_t *sum;
+
+		key = next;
+		prev = &key;
+		if (bpf_lookup_elem(fd, &key, &c))
+			continue;
+		procs++;
+		sum = json_object();
+		json_set_str(sum, "metric", process_schema.metric);
+		json_set_int(sum, "pid", key);
+		json_set_str(sum, "comm", procinfo_comm((pid_t)key, (pid_t)key, comm, sizeof(comm)) ? "?" : comm);
+		json_set_str(sum, "model", model_name(&c));
+		json_set_int(sum, "handoffs", (json_int_t)c.handoffs);
+		json_set_int(sum, "same_thread_reads", (json_int_t)c.same_thread);
+		json_set_int(sum, "accept_queue", (json_int_t)c.accepts);
+		json_set_int(sum, "fd_reused", (json_int_t)c.stale);
+		sink_summary_titled(h->base.sink, &process_schema, "process", sum);
+	}
+	return procs;
+}
+
+/* Per process and kind of wait: a histogram on stderr, and the percentiles. */
+static void report_latencies(struct pyhandoff *h)
+{
+	for (size_t i = 0; i < h->nwaits; i++) {
+		struct waits *w = &h->waits[i];
+		json_t *sum;
+
+		if (!w->hist->count)
+			continue;
+		fprintf(stderr, "\npid %u (%s), %s waits:\n", w->pid, w->comm,
+			w->accept_queue ? "accept queue" : "handoff");
+		lathist_print_log2(w->hist, stderr);
+		sum = json_object();
+		json_set_str(sum, "metric", latency_schema.metric);
+		json_set_int(sum, "pid", w->pid);
+		json_set_str(sum, "kind", w->accept_queue ? "accept_queue" : "handoff");
+		json_set_int(sum, "count", (json_int_t)w->hist->count);
+		json_set_real(sum, "p50_ms", (double)lathist_percentile_ns(w->hist, 50) / 1e6);
+		json_set_real(sum, "p90_ms", (double)lathist_percentile_ns(w->hist, 90) / 1e6);
+		json_set_real(sum, "p99_ms", (double)lathist_percentile_ns(w->hist, 99) / 1e6);
+		json_set_real(sum, "max_ms", (double)w->hist->max_ns / 1e6);
+		sink_summary_titled(h->base.sink, &latency_schema, "latency", sum);
+	}
+}
+
+static void finish(struct tracker *t)
+{
+	struct pyhandoff *h = (struct pyhandoff *)t;
+	json_t *sum;
+	int procs = report_processes(h);
+
+	report_latencies(h);
+	if (!procs)
+		log_info("no accept or handoff seen in the traced processes");
+	sum = json_object();
+	json_set_str(sum, "metric", summary_schema.metric);
+	json_set_int(sum, "events", (json_int_t)h->events);
+	json_set_int(sum, "printed", (json_int_t)h->printed);
+	record_set_losses(sum, t->prog);
+	record_set_counters(sum, t->prog, counters);
+	sink_summary(t->sink, &summary_schema, sum);
+}
+
+static void destroy(struct tracker *t)
+{
+	struct pyhandoff *h = (struct pyhandoff *)t;
+
+	for (size_t i = 0; i < h->nwaits; i++)
+		free(h->waits[i].hist);
+	free(h->waits);
+	pytargets_free(&h->named);
+}
+
+const struct tracker_ops pyhandoff_tracker = {
+	.name = "pyhandoff",
+	.size = sizeof(struct pyhandoff),
+	.options = options,
+	.schemas = schemas,
+	.init = init,
+	.option = option,
+	.check = check,
+	.prepare = prepare,
+	.start = start,
+	.tick = tick,
+	.finish = finish,
+	.destroy = destroy,
+};

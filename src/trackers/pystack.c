@@ -1,0 +1,400 @@
+/*
+ * The pystack tracker: where CPU goes in CPython processes, in Python frames. Samples
+ * every thread of the target processes at -F Hz with a cpu-clock perf event, walks
+ * the Python frame chain in BPF (bpf_text/python.bpf.h) and resolves names and lines
+ * in userspace (src/pyproc.h). Output: a top table (default), folded stacks (-f) or
+ * one record per sample (-j).
+ */
+#include <linux/perf_event.h>
+#include <linux/types.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kbtf.h"
+#include "log.h"
+#include "out.h"
+#include "pyebpf_bpf.h"
+#include "pyframes.h"
+#include "pystack.h"
+#include "pytargets.h"
+#include "record.h"
+#include "stackagg.h"
+#include "tracker.h"
+
+extern const char pystack_bpf_text[];
+
+/* Target processes at most (--children can add many). */
+enum { MAX_TARGETS = 256 };
+
+enum {
+	OPT_FREQ = 'F',
+	OPT_FOLDED = 'f',
+	OPT_INTERVAL = 'i',
+	OPT_CHILDREN = OPT_TOOL_BASE,
+	OPT_PER_THREAD,
+	OPT_MAX_DEPTH,
+};
+
+static const struct opt options[] = {
+	OPT_ENTRY_PID,
+	{ OPT_FREQ, 'F', "frequency", "HZ", "samples per second and CPU (default 99)" },
+	{ OPT_CHILDREN, 0, "children", NULL, "also sample the child processes of the -p pids (and new ones)" },
+	{ OPT_FOLDED, 'f', "folded", NULL, "print folded stacks (FlameGraph input) instead of the top table" },
+	{ OPT_PER_THREAD, 0, "per-thread", NULL, "with -f: the thread name as the root frame" },
+	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the table (or folded stacks) every SECONDS" },
+	{ OPT_MAX_DEPTH, 0, "max-depth", "N", "frames kept per stack, innermost first (default 128, max 256)" },
+	OPT_ENTRIES_TRACKER_TAIL,
+};
+
+/* -j: one per sample (there are no columns of samples: without -j, tables or folded text). */
+static const struct field sample_fields[] = {
+	FIELD_METRIC,
+	{ "time", FIELD_TIME, NULL, "when the sample was taken", 0, NULL, 0, NULL },
+	FIELD_PID(0),
+	FIELD_TID(0),
+	FIELD_CONTAINER_PID,
+	FIELD_CONTAINER_TID,
+	FIELD_COMM(0),
+	FIELD_THREAD_NAME(0),
+	{ "stack", FIELD_STR, NULL, "the frames, root first, ';' between them, each \"qualname (file:line)\"", 0, NULL, 0, NULL },
+	{ "stack_depth", FIELD_INT, NULL, "frames in stack, without the markers", 0, NULL, 0, NULL },
+	{ "leaf_func", FIELD_STR, NULL, "the innermost frame's qualified name", 0, NULL, 0, NULL },
+	{ "leaf_file", FIELD_STR, NULL, "the innermost frame's file; null when unknown", 0, NULL, 0, NULL },
+	{ "leaf_line", FIELD_INT, NULL, "the innermost frame's current line; null when unknown", 0, NULL, 0, NULL },
+	{ "status", FIELD_STR, NULL, "complete, truncated, or error: with the reason", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+/*
+ * A row of the top table. Its columns are "%7s %7s %8s %8s  %s": TOTAL's width takes the
+ * second space before FUNCTION (header and format end with a blank).
+ */
+static const struct field function_fields[] = {
+	FIELD_METRIC,
+	{ "own_pct", FIELD_REAL, "%", "share of the samples with it as the innermost frame", 1, "%OWN", 7, "%6.2f%%" },
+	{ "total_pct", FIELD_REAL, "%", "share of the samples with it anywhere on the stack", 2, "%TOTAL", 7, "%6.2f%%" },
+	{ "own", FIELD_INT, NULL, "samples with it as the innermost frame", 3, "OWN", 8, NULL },
+	{ "total", FIELD_INT, NULL, "samples with it on the stack (once per sample)", 4, "TOTAL ", 9, "%8" JSON_INTEGER_FORMAT " " },
+	{ "function", FIELD_STR, NULL, "qualname (file:line of its def)", 5, "FUNCTION (FILE:LINE)", 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field summary_fields[] = {
+	FIELD_METRIC,
+	PYSTACK_COUNTERS(PYEBPF_COUNTER_FIELD)
+	{ "unresolved_frames", FIELD_INT, NULL, "frames whose code object could not be read in user space", 0, NULL, 0, NULL },
+	FIELD_LOST,
+	FIELD_MISSED,
+	{ "processes", FIELD_INT, NULL, "target processes seen (with --children, children too)", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct counter_name counters[] = { PYSTACK_COUNTERS(PYEBPF_COUNTER_NAME) { 0, NULL, NULL } };
+
+static const struct schema sample_schema = { "py_stack", SCHEMA_EVENT, sample_fields };
+static const struct schema function_schema = { "py_function", SCHEMA_ROW, function_fields };
+static const struct schema summary_schema = { "pystack_summary", SCHEMA_SUMMARY, summary_fields };
+static const struct schema *const schemas[] = { &sample_schema, &function_schema, &summary_schema, NULL };
+
+struct pystack {
+	struct tracker base;
+	unsigned long freq, interval_s, max_depth;
+	bool children, folded, per_thread;
+	struct pytargets targets;
+	struct stackagg agg;      /* folded stacks, or the top table's functions */
+	struct pyframes_buf text; /* a sample's stack */
+	unsigned long long interval_samples, unresolved_frames;
+	unsigned tables;          /* top tables printed so far */
+	uint64_t last_report_ns;
+	struct pycode_loc locs[PYWALK_DEPTH_LIMIT]; /* a sample's frames, innermost first */
+};
+
+static void init(struct tracker *t)
+{
+	struct pystack *ps = (struct pystack *)t;
+
+	ps->freq = 99;
+	ps->max_depth = 128;
+	pytargets_init(&ps->targets, MAX_TARGETS);
+	ps->targets.announce = true;
+	stackagg_init(&ps->agg);
+}
+
+static int option(struct tracker *t, int id, const char *arg)
+{
+	struct pystack *ps = (struct pystack *)t;
+
+	switch (id) {
+	case OPT_FREQ:
+		return opts_parse_ulong("frequency", arg, 1, 10000, &ps->freq);
+	case OPT_INTERVAL:
+		return opts_parse_ulong("interval", arg, 1, 86400, &ps->interval_s);
+	case OPT_MAX_DEPTH:
+		return opts_parse_ulong("max-depth", arg, 1, PYWALK_DEPTH_LIMIT, &ps->max_depth);
+	case OPT_CHILDREN:
+		ps->children = true;
+		return 0;
+	case OPT_FOLDED:
+		ps->folded = true;
+		return 0;
+	case OPT_PER_THREAD:
+		ps->per_thread = true;
+		return 0;
+	}
+	return -1;
+}
+
+static int check(struct tracker *t)
+{
+	struct pystack *ps = (struct pystack *)t;
+	const struct common_opts *c = t->common;
+
+	if (!c->print_ebpf && !c->print_fields && c->npids == 0)
+		return opts_usage_error("give the processes to sample with -p PID");
+	if (ps->per_thread && !ps->folded)
+		return opts_usage_error("--per-thread needs -f/--folded");
+	if (ps->folded && c->json)
+		return opts_usage_error("-f and -j exclude each other");
+	return 0;
+}
+
+/* BTF offsets and settings as -D options; then the -p targets (a wrong pid fails before the compile). */
+static int prepare(struct tracker *t)
+{
+	struct pystack *ps = (struct pystack *)t;
+	struct common_opts nofilter = *t->common;
+	struct kbtf *b = kbtf_open();
+	int r;
+
+	if (!b)
+		return -1;
+	nofilter.npids = 0; /* targets are the keys of py_config, not pid_filter */
+	r = pyebpf_bpf_cflags(b, &t->cflags, &nofilter) ||
+	    kbtf_offset_cflag(b, &t->cflags, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
+	kbtf_close(b);
+	if (r)
+		return -1;
+	cflags_add(&t->cflags, "-DPY_MAX_DEPTH=%lu", ps->max_depth);
+	t->text = pystack_bpf_text;
+	for (int i = 0; !t->common->print_ebpf && i < t->common->npids; i++)
+		if (pytargets_add_pid(&ps->targets, t->common->pids[i]))
+			return -1;
+	return 0;
+}
+
+/* -j: the sample as a record. */
+static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct pystack_sample *s, int depth)
+{
+	const struct pycode_loc *leaf = depth ? &ps->locs[0] : NULL;
+	char thread[PYTHREAD_NAME_MAX];
+	json_t *o = json_object();
+
+	pyframes_thread_name(pt->py, &pt->names, (pid_t)s->task.tid, s->task.comm, sizeof(s->task.comm),
+			     thread, sizeof(thread));
+	json_set_str(o, "metric", sample_schema.metric);
+	record_set_time(o, s->task.ts_ns);
+	record_set_task(o, &s->task);
+	json_set_str(o, "thread_name", thread);
+	json_set_str(o, "stack", pyframes_folded(&ps->text, NULL, ps->locs, depth, s->status));
+	json_set_int(o, "stack_depth", depth);
+	json_set_str(o, "leaf_func", leaf ? leaf->func : "");
+	if (leaf && leaf->file[0]) {
+		json_set_str(o, "leaf_file", leaf->file);
+		json_set_int(o, "leaf_line", leaf->line);
+	} else {
+		json_object_set_new(o, "leaf_file", json_null());
+		json_object_set_new(o, "leaf_line", json_null());
+	}
+	json_set_str(o, "status", pywalk_status_name(s->status));
+	sink_record(ps->base.sink, &sample_schema, o);
+}
+
+/* -f: one more of this stack (--per-thread: under its thread's name). */
+static void count_stack(struct pystack *ps, struct pytarget *pt, const struct pystack_sample *s, int depth)
+{
+	char thread[PYTHREAD_NAME_MAX];
+	const char *stack;
+
+	if (ps->per_thread)
+		pyframes_thread_name(pt->py, &pt->names, (pid_t)s->task.tid, s->task.comm,
+				     sizeof(s->task.comm), thread, sizeof(thread));
+	stack = pyframes_folded(&ps->text, ps->per_thread ? thread : NULL, ps->locs, depth, s->status);
+	stackagg_add_stack(&ps->agg, stack, strlen(stack));
+}
+
+/* The top table: own for the leaf, total once per function per sample (recursion). */
+static void count_functions(struct pystack *ps, int depth)
+{
+	char key[900];
+
+	stackagg_begin_sample(&ps->agg);
+	for (int i = 0; i < depth; i++) {
+		int n = snprintf(key, sizeof(key), "%s\t%s\t%d", ps->locs[i].func, ps->locs[i].file,
+				 ps->locs[i].firstlineno);
+		stackagg_add_frame(&ps->agg, key, n < (int)sizeof(key) ? (size_t)n : sizeof(key) - 1, i == 0);
+	}
+}
+
+static void on_sample(void *ctx, void *data, int size)
+{
+	struct pystack *ps = ctx;
+	const struct pystack_sample *s = data;
+	const size_t head = offsetof(struct pystack_sample, frames);
+	struct pytarget *pt;
+	int depth;
+
+	if (size < (int)head)
+		return;
+	depth = (int)s->depth;
+	if (depth > PYWALK_DEPTH_LIMIT || size < (int)(head + (size_t)depth * sizeof(s->frames[0])))
+		depth = 0;
+	if (s->status != PYWALK_COMPLETE && s->status != PYWALK_TRUNCATED && depth == 0)
+		return; /* counted in BPF; nothing to show */
+	pt = pytargets_find(&ps->targets, (pid_t)s->task.pid);
+	if (!pt || !pt->py)
+		return;
+	ps->interval_samples++;
+	ps->unresolved_frames += pyframes_resolve(pt->py, s->frames, depth, ps->locs);
+	if (ps->base.common->json)
+		emit_sample(ps, pt, s, depth);
+	else if (ps->folded)
+		count_stack(ps, pt, s, depth);
+	else
+		count_functions(ps, depth);
+}
+
+static int start(struct tracker *t)
+{
+	struct pystack *ps = (struct pystack *)t;
+	struct bpfprog *p = t->prog;
+
+	if (pytargets_set_walker(&ps->targets, p))
+		return -1;
+	ps->targets.children = ps->children;
+	if (ps->children)
+		pytargets_add_children(&ps->targets);
+	snprintf(t->banner, sizeof(t->banner), "Sampling %d process%s at %lu Hz.", ps->targets.alive,
+		 ps->targets.alive == 1 ? "" : "es", ps->freq);
+	ps->last_report_ns = time_mono_ns();
+	ps->targets.next_children_ns = ps->targets.next_exits_ns = ps->last_report_ns + 1000000000ull;
+	/*
+	 * Woken once per 64 samples, read every 100 ms. A wakeup per sample made the
+	 * scheduler switch tasks at sample instants: samples then went to whoever ran just
+	 * before each tick, not in proportion to CPU time (3-12 points off on a busy host).
+	 */
+	return bpfprog_open_perf_buffer(p, "events", on_sample, ps, 64, 64) ||
+	       bpfprog_attach_perf_event(p, "on_sample", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK,
+					 ps->freq, -1);
+}
+
+/* "func\tfile\tline" as "func (file:line)". */
+static void function_name(const char *key, char *buf, size_t len)
+{
+	const char *t1 = strchr(key, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+
+	if (t1 && t2)
+		snprintf(buf, len, "%.*s (%.*s:%d)", (int)(t1 - key), key, (int)(t2 - t1 - 1), t1 + 1,
+			 atoi(t2 + 1));
+	else
+		snprintf(buf, len, "%s", key);
+}
+
+static void print_top(struct pystack *ps)
+{
+	const struct stackagg_entry **rows = stackagg_sorted(&ps->agg);
+	double all = ps->interval_samples ? (double)ps->interval_samples : 1;
+	char name[1024];
+
+	/* -i: one table per interval, a blank line between them */
+	sink_table_begin(ps->base.sink, &function_schema, ps->tables++ ? "" : NULL);
+	for (size_t i = 0; rows && i < ps->agg.n; i++) {
+		json_t *o = json_object();
+		json_set_str(o, "metric", function_schema.metric);
+		json_object_set_new(o, "own_pct", json_real(100.0 * (double)rows[i]->self / all));
+		json_object_set_new(o, "total_pct", json_real(100.0 * (double)rows[i]->total / all));
+		json_set_int(o, "own", rows[i]->self);
+		json_set_int(o, "total", rows[i]->total);
+		function_name(rows[i]->key, name, sizeof(name));
+		json_set_str(o, "function", name);
+		sink_table_row(ps->base.sink, &function_schema, o);
+	}
+	free(rows);
+}
+
+static void print_folded(struct pystack *ps)
+{
+	FILE *f = sink_text(ps->base.sink);
+
+	for (size_t i = 0; f && i < ps->agg.n; i++)
+		fprintf(f, "%s %lld\n", ps->agg.v[i].key, ps->agg.v[i].self);
+	if (f)
+		fflush(f);
+}
+
+/* The table or folded stacks so far; then counting starts afresh. */
+static void report(struct pystack *ps)
+{
+	if (ps->base.common->json)
+		return;
+	if (ps->folded)
+		print_folded(ps);
+	else
+		print_top(ps);
+	stackagg_clear(&ps->agg);
+	ps->interval_samples = 0;
+}
+
+static int tick(struct tracker *t, uint64_t now_ns)
+{
+	struct pystack *ps = (struct pystack *)t;
+
+	t->done = pytargets_refresh(&ps->targets, now_ns);
+	if (!t->done && ps->interval_s && now_ns - ps->last_report_ns >= ps->interval_s * 1000000000ull) {
+		ps->last_report_ns = now_ns;
+		report(ps);
+	}
+	return 0;
+}
+
+static void finish(struct tracker *t)
+{
+	struct pystack *ps = (struct pystack *)t;
+	json_t *sum = json_object();
+
+	report(ps);
+	json_set_str(sum, "metric", summary_schema.metric);
+	record_set_counters(sum, t->prog, counters);
+	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);
+	record_set_losses(sum, t->prog);
+	json_set_int(sum, "processes", (json_int_t)ps->targets.added);
+	sink_summary(t->sink, &summary_schema, sum);
+}
+
+static void destroy(struct tracker *t)
+{
+	struct pystack *ps = (struct pystack *)t;
+
+	pytargets_free(&ps->targets);
+	stackagg_free(&ps->agg);
+	pyframes_buf_free(&ps->text);
+}
+
+const struct tracker_ops pystack_tracker = {
+	.name = "pystack",
+	.size = sizeof(struct pystack),
+	.options = options,
+	.schemas = schemas,
+	.init = init,
+	.option = option,
+	.check = check,
+	.prepare = prepare,
+	.start = start,
+	.tick = tick,
+	.finish = finish,
+	.destroy = destroy,
+};
