@@ -14,9 +14,12 @@
 #include "runner.h"
 #include "sink.h"
 
-extern const struct tracker_ops tcphandshake_tracker;
+extern const struct tracker_ops tcphandshake_tracker, tcploss_tracker, hostnet_tracker, pystack_tracker,
+	pygc_tracker, pyhandoff_tracker;
 
-static const struct tracker_ops *const known[] = { &tcphandshake_tracker };
+static const struct tracker_ops *const known[] = { &tcphandshake_tracker, &tcploss_tracker,
+						   &hostnet_tracker,      &pystack_tracker,
+						   &pygc_tracker,         &pyhandoff_tracker };
 
 enum { MAX_TRACKERS = 8 };
 
@@ -78,6 +81,12 @@ int main(int argc, char **argv)
 	if (!n) {
 		fprintf(stderr, "usage: trackers_in_one TRACKER [OPTIONS] [-- TRACKER [OPTIONS]]...\n");
 		return EXIT_USAGE;
+	}
+	/* one sink and one clock: what a tracker prints depends on them (pystack -j: samples) */
+	for (int i = 1; i < n; i++) {
+		common[i].json = common[0].json;
+		common[i].env = common[0].env;
+		common[i].duration_s = common[0].duration_s;
 	}
 	sink = sink_stdout_open(common[0].json, common[0].env);
 	rc = EXIT_RUNTIME;
