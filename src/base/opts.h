@@ -49,9 +49,6 @@ enum {
 #define OPT_ENTRIES_TRACKER_TAIL_NO_BPF                                                   \
 	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, \
 		OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
-#define OPT_ENTRIES_BPF_TOOL_TAIL                                                            \
-	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_KHEADERS, OPT_ENTRY_EBPF, \
-		OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
 
 struct tool_doc {
 	const char *name;     /* tool name, also the message prefix */

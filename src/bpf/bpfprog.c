@@ -423,22 +423,6 @@ int bpfprog_deliver(struct bpfprog *p)
 	return p ? deliver(p) : 0;
 }
 
-/* The tools not yet run by the runner poll one program themselves. */
-int bpfprog_poll(struct bpfprog *p, int timeout_ms)
-{
-	struct pollfd fds[MAX_CPUS];
-	int n = bpfprog_pollfds(p, fds, MAX_CPUS);
-
-	if (poll(fds, (nfds_t)n, timeout_ms) < 0 && errno != EINTR)
-		return -1;
-	return deliver(p);
-}
-
-void bpfprog_drain(struct bpfprog *p)
-{
-	deliver(p);
-}
-
 uint64_t bpfprog_lost(struct bpfprog *p)
 {
 	uint64_t from_buffers = 0, counted = bpfprog_table_sum_u64(p, "events_lost", 0);

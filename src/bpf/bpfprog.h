@@ -53,7 +53,7 @@ typedef void (*bpfprog_event_cb)(void *ctx, void *data, int size);
  * the traced code's context, and a reader woken per record also makes the scheduler
  * switch tasks at the events (for a sampler, at the sampling instants, which biases
  * whom the samples land on). Records short of that mark wait for the next
- * bpfprog_poll(): poll with a short timeout.
+ * bpfprog_deliver() (the runner calls it after every poll).
  */
 int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
 			     int pages, int wakeup_events);
@@ -62,7 +62,7 @@ int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event
  * one buffer for all CPUs, records in the order they were written. emit_event() never
  * wakes the reader (a wakeup is an interrupt where the event happened, and under a
  * connect storm they made the kernel skip several times more of our program runs), so
- * bpfprog_poll() reads it when its timeout ends: keep that short. One per program.
+ * bpfprog_deliver() reads it after every poll (at most poll_ms apart). One per program.
  */
 int bpfprog_open_ring_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx);
 /*
@@ -75,8 +75,6 @@ int bpfprog_pollfds(struct bpfprog *p, struct pollfd *fds, int max);
  * buffer's wakeup mark, and the ring. Returns 0, or -1 when the ring is corrupt.
  */
 int bpfprog_deliver(struct bpfprog *p);
-int bpfprog_poll(struct bpfprog *p, int timeout_ms);
-void bpfprog_drain(struct bpfprog *p);
 /*
  * Records lost on the way out: the perf buffers' lost counts, or (larger, because the
  * kernel reports perf loss only when the next record fits) the "events_lost" counter

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "out.h"
+#include "jsonfmt.h"
 
 /* Threads kept per process for their names. */
 #define NAMES_MAX 256

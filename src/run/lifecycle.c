@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "out.h"
-#include "procinfo.h"
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
@@ -17,13 +15,8 @@
 #define CAP_BPF 39
 #endif
 
+/* The one process-wide state: a signal handler can set nothing else. */
 static volatile sig_atomic_t stop_signal;
-static uint64_t deadline_ns;
-
-#define MAX_WATCHED 64
-static pid_t watched[MAX_WATCHED];
-static int nwatched, nalive;
-static uint64_t next_check_ns;
 
 static bool has_cap(const struct __user_cap_data_struct d[2], int cap)
 {
@@ -62,54 +55,6 @@ void lifecycle_install_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 	/* a closed stdout (| head) becomes a write error we notice, not a silent death */
 	signal(SIGPIPE, SIG_IGN);
-}
-
-void lifecycle_start(unsigned duration_s)
-{
-	lifecycle_install_signals();
-	deadline_ns = duration_s ? time_mono_ns() + (uint64_t)duration_s * 1000000000ull : 0;
-}
-
-void lifecycle_watch_pids(const pid_t *pids, int npids)
-{
-	nwatched = nalive = npids < MAX_WATCHED ? npids : MAX_WATCHED;
-	memcpy(watched, pids, (size_t)nwatched * sizeof(*pids));
-}
-
-/* Looks at the targets at most every 200 ms: /proc reads are not free. */
-static bool targets_gone(uint64_t now)
-{
-	if (!nwatched || now < next_check_ns)
-		return false;
-	next_check_ns = now + 200000000ull;
-	for (int i = 0; i < nwatched; i++) {
-		if (watched[i] && !procinfo_alive(watched[i])) {
-			log_warn("target pid %d exited", watched[i]);
-			watched[i] = 0;
-			nalive--;
-		}
-	}
-	return nalive == 0;
-}
-
-bool lifecycle_stopping(void)
-{
-	uint64_t now = time_mono_ns();
-
-	return stop_signal || (deadline_ns && now >= deadline_ns) || targets_gone(now);
-}
-
-int lifecycle_poll_timeout_ms(int max_ms)
-{
-	uint64_t now;
-
-	if (!deadline_ns)
-		return max_ms;
-	now = time_mono_ns();
-	if (now >= deadline_ns)
-		return 0;
-	return (deadline_ns - now) / 1000000 < (uint64_t)max_ms ? (int)((deadline_ns - now) / 1000000) + 1
-								 : max_ms;
 }
 
 int lifecycle_signal(void)

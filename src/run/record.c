@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 
 #include "inetfmt.h"
-#include "out.h"
+#include "jsonfmt.h"
 
 void record_set_int_or_null(json_t *o, const char *key, json_int_t v, bool known)
 {

@@ -7,7 +7,7 @@
 
 #include "lifecycle.h"
 #include "log.h"
-#include "out.h"
+#include "jsonfmt.h"
 
 #define MAX_POLLFDS 4096
 

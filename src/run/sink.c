@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "out.h"
+#include "jsonfmt.h"
 
 /* Before a record reaches a sink: its keys must be its schema's, and env goes on. */
 static void prepare(struct sink *s, const struct schema *sc, json_t *obj)

@@ -18,7 +18,7 @@
 #include "log.h"
 #include "netroute.h"
 #include "netsysctl.h"
-#include "out.h"
+#include "jsonfmt.h"
 #include "record.h"
 #include "sockdiag.h"
 #include "tracker.h"

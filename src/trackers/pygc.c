@@ -13,7 +13,7 @@
 
 #include "kbtf.h"
 #include "log.h"
-#include "out.h"
+#include "jsonfmt.h"
 #include "pidwatch.h"
 #include "procinfo.h"
 #include "pyebpf_bpf.h"

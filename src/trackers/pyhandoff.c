@@ -17,7 +17,7 @@
 #include "kbtf.h"
 #include "lathist.h"
 #include "log.h"
-#include "out.h"
+#include "jsonfmt.h"
 #include "pidwatch.h"
 #include "procinfo.h"
 #include "pyebpf_bpf.h"

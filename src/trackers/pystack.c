@@ -14,7 +14,7 @@
 
 #include "kbtf.h"
 #include "log.h"
-#include "out.h"
+#include "jsonfmt.h"
 #include "pyebpf_bpf.h"
 #include "pyframes.h"
 #include "pystack.h"

@@ -10,7 +10,7 @@
 
 #include "kbtf.h"
 #include "log.h"
-#include "out.h"
+#include "jsonfmt.h"
 #include "pidwatch.h"
 #include "pyebpf_bpf.h"
 #include "record.h"

@@ -12,7 +12,7 @@
 
 #include "inetfmt.h"
 #include "kbtf.h"
-#include "out.h"
+#include "jsonfmt.h"
 #include "pidwatch.h"
 #include "pyebpf_bpf.h"
 #include "record.h"
