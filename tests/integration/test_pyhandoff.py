@@ -159,6 +159,8 @@ def test_gthread_keepalive_count_matches_access_log(run_tool, servers, tmp_path)
         assert e["main_tid"] == worker, "the gthread main thread queues"
         assert e["worker_tid"] != worker and e["worker_tid"] in worker_tids
         assert e["tid"] == e["worker_tid"] and e["env"] == "t1"
+        # outside a PID namespace the container ids are the host ids
+        assert (e["container_pid"], e["container_tid"]) == (e["pid"], e["tid"]), e
         assert e["duration_ms"] == e["handoff_ms"] >= 0
         assert e["pickup_via"] == "recvfrom"
     paths = {e["queue_path"] for e in got}
