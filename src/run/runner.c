@@ -36,18 +36,25 @@ static int poll_timeout_ms(struct tracker *const *trackers, int n, uint64_t dead
 	return (deadline_ns - now) / 1000000 < (uint64_t)ms ? (int)((deadline_ns - now) / 1000000) + 1 : ms;
 }
 
-/* Waits for a wakeup of any tracker's perf buffers, then delivers every tracker's records. */
-static int poll_all(struct tracker *const *trackers, int n, int timeout_ms)
+/*
+ * Waits for a wakeup of any tracker's perf buffers, then delivers every tracker's
+ * records. Also watches the sink's reader: 1 when it went away (nothing more to do).
+ */
+static int poll_all(struct tracker *const *trackers, int n, int timeout_ms, int watch_fd)
 {
-	static struct pollfd fds[MAX_POLLFDS];
+	struct pollfd fds[MAX_POLLFDS];
 	int nfds = 0;
 
+	if (watch_fd >= 0)
+		fds[nfds++] = (struct pollfd){ .fd = watch_fd, .events = 0 };
 	for (int i = 0; i < n; i++)
 		nfds += bpfprog_pollfds(trackers[i]->prog, fds + nfds, MAX_POLLFDS - nfds);
 	if (poll(fds, (nfds_t)nfds, timeout_ms) < 0 && errno != EINTR) {
 		log_error("polling the BPF output buffers failed: %s", strerror(errno));
 		return -1;
 	}
+	if (watch_fd >= 0 && (fds[0].revents & (POLLERR | POLLHUP)))
+		return 1;
 	for (int i = 0; i < n; i++)
 		if (bpfprog_deliver(trackers[i]->prog) < 0) {
 			log_error("%s: reading the ring buffer failed", trackers[i]->ops->name);
@@ -75,11 +82,14 @@ static bool any_bpf(struct tracker *const *trackers, int n)
 
 static int loop(struct tracker *const *trackers, int n, uint64_t deadline_ns, struct sink *sink)
 {
+	int watch_fd = sink_watch_fd(sink), r;
+
 	while (!lifecycle_signal() && sink_status(sink) == 0) {
 		uint64_t now;
 
-		if (poll_all(trackers, n, poll_timeout_ms(trackers, n, deadline_ns)))
-			return -1;
+		r = poll_all(trackers, n, poll_timeout_ms(trackers, n, deadline_ns), watch_fd);
+		if (r)
+			return r < 0 ? -1 : 0; /* an error, or nobody reads the results any more */
 		now = time_mono_ns();
 		for (int i = 0; i < n; i++)
 			if (trackers[i]->ops->tick && trackers[i]->ops->tick(trackers[i], now))

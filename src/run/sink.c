@@ -1,8 +1,12 @@
 #include "sink.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "jsonfmt.h"
@@ -82,6 +86,11 @@ int sink_status(struct sink *s)
 	return s->ops->status(s);
 }
 
+int sink_watch_fd(struct sink *s)
+{
+	return s && s->ops->watch_fd ? s->ops->watch_fd(s) : -1;
+}
+
 int sink_close(struct sink *s)
 {
 	return s ? s->ops->close(s) : 0;
@@ -92,6 +101,7 @@ int sink_close(struct sink *s)
 struct stdout_sink {
 	struct sink base;
 	const struct field *header_of; /* the fields whose header line was printed last */
+	int write_errno;               /* why the first failed write failed */
 };
 
 static void json_line(json_t *obj)
@@ -124,8 +134,14 @@ static FILE *json_text(struct sink *s)
 
 static int stdout_status(struct sink *s)
 {
-	(void)s;
-	return ferror(stdout) ? -1 : 0;
+	struct stdout_sink *o = (struct stdout_sink *)s;
+
+	if (!ferror(stdout))
+		return 0;
+	/* the first look after the failed write: errno is most likely still its reason */
+	if (!o->write_errno)
+		o->write_errno = errno;
+	return -1;
 }
 
 static void stdout_batch(struct sink *s)
@@ -141,14 +157,36 @@ static void stdout_flush(struct sink *s)
 	fflush(stdout);
 }
 
+/* A pipe or socket: its reader can go away, and poll says so before any write fails. */
+static int stdout_watch_fd(struct sink *s)
+{
+	struct stat st;
+
+	(void)s;
+	return fstat(STDOUT_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+		       ? STDOUT_FILENO
+		       : -1;
+}
+
+static bool stdout_reader_gone(void)
+{
+	struct pollfd p = { .fd = STDOUT_FILENO, .events = 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
 static int stdout_close(struct sink *s)
 {
+	struct stdout_sink *o = (struct stdout_sink *)s;
 	int failed = fflush(stdout) != 0 || ferror(stdout);
+	int err = o->write_errno ? o->write_errno : errno;
 
-	if (failed && errno != EPIPE)
-		log_error("could not write results to stdout: %s", strerror(errno));
 	free(s);
-	return failed ? -1 : 0;
+	/* `tool | head`: the reader has all it wanted; that is no failure of ours */
+	if (!failed || stdout_reader_gone())
+		return 0;
+	log_error("could not write results to stdout: %s", strerror(err));
+	return -1;
 }
 
 #define MAX_COLUMNS 32
@@ -245,6 +283,7 @@ static const struct sink_ops json_ops = {
 	.batch = stdout_batch,
 	.flush = stdout_flush,
 	.status = stdout_status,
+	.watch_fd = stdout_watch_fd,
 	.close = stdout_close,
 };
 
@@ -257,14 +296,23 @@ static const struct sink_ops columns_ops = {
 	.batch = stdout_batch,
 	.flush = stdout_flush,
 	.status = stdout_status,
+	.watch_fd = stdout_watch_fd,
 	.close = stdout_close,
 };
 
 struct sink *sink_stdout_open(bool json, const char *env)
 {
-	struct stdout_sink *o = calloc(1, sizeof(*o));
+	struct stdout_sink *o;
 
-	if (!o)
+	/*
+	 * `tool >&-`: the next file the tool opens would become fd 1 and receive the
+	 * results (or a BPF object's bytes); say so before anything is opened.
+	 */
+	if (fcntl(STDOUT_FILENO, F_GETFL) < 0) {
+		log_error("stdout is closed: there is nowhere to write the results");
+		return NULL;
+	}
+	if (!(o = calloc(1, sizeof(*o))))
 		return NULL;
 	o->base.ops = json ? &json_ops : &columns_ops;
 	o->base.env = env;

@@ -31,6 +31,8 @@ struct sink_ops {
 	void (*flush)(struct sink *s);
 	/* 0, or -1 once results could not be written (then the tool stops). */
 	int (*status)(struct sink *s);
+	/* Optional: an fd whose POLLERR/POLLHUP means nobody reads the results any more, or -1. */
+	int (*watch_fd)(struct sink *s);
 	/* Writes what is pending; 0, or -1 after saying why results were lost. Frees s. */
 	int (*close)(struct sink *s);
 };
@@ -61,6 +63,9 @@ FILE *sink_text(struct sink *s);
 void sink_batch(struct sink *s);
 void sink_flush(struct sink *s);
 int sink_status(struct sink *s);
+/* What the runner polls to end a run at once when the reader of the results is gone; -1: none. */
+int sink_watch_fd(struct sink *s);
+/* 0, also when the reader went away (a pipe into `head`); -1 after saying why results were lost. */
 int sink_close(struct sink *s);
 
 #endif
