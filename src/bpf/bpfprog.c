@@ -52,37 +52,6 @@ struct bpfprog {
 	unsigned probe_seq;
 };
 
-void cflags_add(struct cflags *cf, const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	if (!s)
-		return;
-	if (cf->n == cf->cap) {
-		int cap = cf->cap ? 2 * cf->cap : 16;
-		char **v = realloc(cf->v, (size_t)cap * sizeof(*v));
-		if (!v) {
-			free(s);
-			return;
-		}
-		cf->v = v, cf->cap = cap;
-	}
-	cf->v[cf->n++] = s;
-}
-
-void cflags_free(struct cflags *cf)
-{
-	for (int i = 0; i < cf->n; i++)
-		free(cf->v[i]);
-	free(cf->v);
-	*cf = (struct cflags){ 0 };
-}
-
 void bpfprog_print_text(FILE *f, const char *text, const struct cflags *cf)
 {
 	for (int i = 0; cf && i < cf->n; i++)
@@ -473,3 +442,11 @@ void bpfprog_close(struct bpfprog *p)
 	bpf_module_destroy(p->mod);
 	free(p);
 }
+
+const struct bpfprog_runtime bpfprog_runtime = {
+	.compile = bpfprog_compile,
+	.print_text = bpfprog_print_text,
+	.pollfds = bpfprog_pollfds,
+	.deliver = bpfprog_deliver,
+	.close = bpfprog_close,
+};

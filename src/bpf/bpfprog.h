@@ -11,13 +11,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-/* -D options for the compile: how settings and BTF offsets reach BPF text. */
-struct cflags {
-	char **v;
-	int n, cap;
-};
-void cflags_add(struct cflags *cf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void cflags_free(struct cflags *cf);
+#include "cflags.h"
 
 /* --ebpf: the cflags as comments, then the text. */
 void bpfprog_print_text(FILE *f, const char *text, const struct cflags *cf);
@@ -32,6 +26,21 @@ struct bpfprog;
 struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 				const char *kernel_headers);
 void bpfprog_close(struct bpfprog *p);
+
+/*
+ * What the runner needs of the BPF runtime, as a table a tracker points to
+ * (tracker_ops.bpf) rather than calls: a tool whose tracker has no BPF (hostnet)
+ * then links none of it, nor libbcc and LLVM, which would cost it 60 MiB and half a
+ * second at start-up.
+ */
+struct bpfprog_runtime {
+	struct bpfprog *(*compile)(const char *text, const struct cflags *cf, const char *kernel_headers);
+	void (*print_text)(FILE *f, const char *text, const struct cflags *cf);
+	int (*pollfds)(struct bpfprog *p, struct pollfd *fds, int max);
+	int (*deliver)(struct bpfprog *p);
+	void (*close)(struct bpfprog *p);
+};
+extern const struct bpfprog_runtime bpfprog_runtime;
 
 /* Each returns 0, or -1 after an error message naming the hook. */
 /* Function tracepoint__CATEGORY__NAME, as BCC names it. */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "jsonfmt.h"
 #include "log.h"
 
 int pyebpf_bpf_cflags(struct kbtf *b, struct cflags *cf, const struct common_opts *c)
@@ -56,4 +57,16 @@ int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c)
 		}
 	}
 	return 0;
+}
+
+void pyebpf_bpf_set_losses(json_t *o, struct bpfprog *p)
+{
+	json_set_int(o, "lost", (json_int_t)bpfprog_lost(p));
+	json_set_int(o, "missed", (json_int_t)bpfprog_missed(p));
+}
+
+void pyebpf_bpf_set_counters(json_t *o, struct bpfprog *p, const struct counter_name *names)
+{
+	for (; names->name; names++)
+		json_set_int(o, names->name, (json_int_t)bpfprog_table_sum_u64(p, "counters", names->id));
 }

@@ -2,6 +2,8 @@
 #ifndef PYEBPF_PYEBPF_BPF_H
 #define PYEBPF_PYEBPF_BPF_H
 
+#include <jansson.h>
+
 #include "bpfprog.h"
 #include "kbtf.h"
 #include "opts.h"
@@ -16,5 +18,19 @@ int pyebpf_bpf_offsets_cflags(struct cflags *cf, const struct common_opts *c,
 			      const struct kbtf_offset *offs);
 /* Puts the -p pids into pid_filter. -1 after an error. */
 int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c);
+
+/* "lost" (emit_event's count, or the perf buffers') and "missed" (kernel skips) of p. */
+void pyebpf_bpf_set_losses(json_t *o, struct bpfprog *p);
+
+/* A program's counters (pyebpf.h): their names and meanings, from its X-macro list. */
+struct counter_name {
+	unsigned id;
+	const char *name;
+	const char *meaning;
+};
+#define PYEBPF_COUNTER_NAME(id, name, meaning) { id, name, meaning },
+
+/* Each counter of names (ending with a NULL name), summed over CPUs, as a field of o. */
+void pyebpf_bpf_set_counters(json_t *o, struct bpfprog *p, const struct counter_name *names);
 
 #endif

@@ -55,15 +55,3 @@ void record_set_time(json_t *o, __u64 ts_ns)
 	time_format_mono_ns(ts_ns, when, sizeof(when));
 	json_set_str(o, "time", when);
 }
-
-void record_set_losses(json_t *o, struct bpfprog *p)
-{
-	json_set_int(o, "lost", (json_int_t)bpfprog_lost(p));
-	json_set_int(o, "missed", (json_int_t)bpfprog_missed(p));
-}
-
-void record_set_counters(json_t *o, struct bpfprog *p, const struct counter_name *names)
-{
-	for (; names->name; names++)
-		json_set_int(o, names->name, (json_int_t)bpfprog_table_sum_u64(p, "counters", names->id));
-}

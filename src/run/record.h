@@ -11,7 +11,6 @@
 #include <linux/types.h>
 #include <stdbool.h>
 
-#include "bpfprog.h"
 #include "pyebpf.h"
 #include "schema.h"
 
@@ -65,19 +64,10 @@ void record_set_family(json_t *o, int family);
 void record_set_endpoints(json_t *o, int family, const __u8 *src, unsigned sport, const __u8 *dst,
 			  unsigned dport);
 
-/* "lost" and "missed" of p. */
-void record_set_losses(json_t *o, struct bpfprog *p);
-
-/* A program's counters (pyebpf.h): their names and meanings, from its X-macro list. */
-struct counter_name {
-	unsigned id;
-	const char *name;
-	const char *meaning;
-};
-#define PYEBPF_COUNTER_NAME(id, name, meaning) { id, name, meaning },
+/*
+ * A program's counters (pyebpf.h) as summary fields, from its X-macro list; the
+ * values come from pyebpf_bpf_set_counters() (pyebpf_bpf.h).
+ */
 #define PYEBPF_COUNTER_FIELD(id, name, meaning) { name, FIELD_INT, NULL, meaning, 0, NULL, 0, NULL },
-
-/* Each counter of names (ending with a NULL name), summed over CPUs, as a field. */
-void record_set_counters(json_t *o, struct bpfprog *p, const struct counter_name *names);
 
 #endif

@@ -15,7 +15,7 @@ static int print_texts(struct tracker *const *trackers, int n)
 {
 	for (int i = 0; i < n; i++)
 		if (trackers[i]->text)
-			bpfprog_print_text(stdout, trackers[i]->text, &trackers[i]->cflags);
+			trackers[i]->ops->bpf->print_text(stdout, trackers[i]->text, &trackers[i]->cflags);
 	return EXIT_OK;
 }
 
@@ -48,7 +48,8 @@ static int poll_all(struct tracker *const *trackers, int n, int timeout_ms, int 
 	if (watch_fd >= 0)
 		fds[nfds++] = (struct pollfd){ .fd = watch_fd, .events = 0 };
 	for (int i = 0; i < n; i++)
-		nfds += bpfprog_pollfds(trackers[i]->prog, fds + nfds, MAX_POLLFDS - nfds);
+		if (trackers[i]->prog)
+			nfds += trackers[i]->ops->bpf->pollfds(trackers[i]->prog, fds + nfds, MAX_POLLFDS - nfds);
 	if (poll(fds, (nfds_t)nfds, timeout_ms) < 0 && errno != EINTR) {
 		log_error("polling the BPF output buffers failed: %s", strerror(errno));
 		return -1;
@@ -56,7 +57,7 @@ static int poll_all(struct tracker *const *trackers, int n, int timeout_ms, int 
 	if (watch_fd >= 0 && (fds[0].revents & (POLLERR | POLLHUP)))
 		return 1;
 	for (int i = 0; i < n; i++)
-		if (bpfprog_deliver(trackers[i]->prog) < 0) {
+		if (trackers[i]->prog && trackers[i]->ops->bpf->deliver(trackers[i]->prog) < 0) {
 			log_error("%s: reading the ring buffer failed", trackers[i]->ops->name);
 			return -1;
 		}
@@ -75,7 +76,7 @@ static bool all_done(struct tracker *const *trackers, int n)
 static bool any_bpf(struct tracker *const *trackers, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (!trackers[i]->ops->no_bpf)
+		if (trackers[i]->ops->bpf)
 			return true;
 	return false;
 }
@@ -130,7 +131,7 @@ int runner_run(struct tracker *const *trackers, int n, const struct common_opts 
 
 	for (int i = 0; i < n; i++) {
 		struct tracker *t = trackers[i];
-		if (t->text && !(t->prog = bpfprog_compile(t->text, &t->cflags, common->kernel_headers)))
+		if (t->text && !(t->prog = t->ops->bpf->compile(t->text, &t->cflags, common->kernel_headers)))
 			return EXIT_RUNTIME;
 	}
 	/* signals before attaching: a Ctrl-C during start still ends the run cleanly */
@@ -145,7 +146,8 @@ int runner_run(struct tracker *const *trackers, int n, const struct common_opts 
 	if (loop(trackers, n, deadline_ns, sink) == 0)
 		rc = EXIT_OK;
 	for (int i = 0; i < n; i++)
-		bpfprog_deliver(trackers[i]->prog);
+		if (trackers[i]->prog)
+			trackers[i]->ops->bpf->deliver(trackers[i]->prog);
 	for (int i = 0; i < n; i++)
 		if (trackers[i]->ops->finish)
 			trackers[i]->ops->finish(trackers[i]);

@@ -22,7 +22,8 @@ void tracker_free(struct tracker *t)
 		return;
 	if (t->ops->destroy)
 		t->ops->destroy(t);
-	bpfprog_close(t->prog);
+	if (t->prog)
+		t->ops->bpf->close(t->prog);
 	cflags_free(&t->cflags);
 	free(t);
 }

@@ -27,10 +27,11 @@ struct tracker_ops {
 	const struct opt *options;           /* its option table, the shared tail included */
 	const struct schema *const *schemas; /* every record it emits, NULL-terminated */
 	/*
-	 * It never sets text (no BPF): it needs no privileges, and it is ticked by the
-	 * timeout alone (poll_ms: how long until it wants its next tick).
+	 * The BPF runtime that compiles and reads its text (&bpfprog_runtime), or NULL for
+	 * a tracker without BPF: it needs no privileges, and it is ticked by the timeout
+	 * alone (poll_ms: how long until it wants its next tick).
 	 */
-	bool no_bpf;
+	const struct bpfprog_runtime *bpf;
 	/* Defaults. */
 	void (*init)(struct tracker *t);
 	/* One of its options (id from its option table); 0, or -1 after a usage error. */

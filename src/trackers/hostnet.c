@@ -485,7 +485,6 @@ const struct tracker_ops hostnet_tracker = {
 	.size = sizeof(struct hostnet),
 	.options = options,
 	.schemas = schemas,
-	.no_bpf = true,
 	.init = init,
 	.option = option,
 	.prepare = prepare,

@@ -564,8 +564,8 @@ static void finish(struct tracker *t)
 	o = json_object();
 	json_set_str(o, "metric", summary_schema.metric);
 	json_set_int(o, "events", (json_int_t)g->events);
-	record_set_losses(o, t->prog);
-	record_set_counters(o, t->prog, counters);
+	pyebpf_bpf_set_losses(o, t->prog);
+	pyebpf_bpf_set_counters(o, t->prog, counters);
 	if (g->stack)
 		json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
 	sink_summary(t->sink, &summary_schema, o);
@@ -586,6 +586,7 @@ static void destroy(struct tracker *t)
 const struct tracker_ops pygc_tracker = {
 	.name = "pygc",
 	.size = sizeof(struct pygc),
+	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
 	.init = init,

@@ -526,8 +526,8 @@ static void finish(struct tracker *t)
 	json_set_str(sum, "metric", summary_schema.metric);
 	json_set_int(sum, "events", (json_int_t)h->events);
 	json_set_int(sum, "printed", (json_int_t)h->printed);
-	record_set_losses(sum, t->prog);
-	record_set_counters(sum, t->prog, counters);
+	pyebpf_bpf_set_losses(sum, t->prog);
+	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	sink_summary(t->sink, &summary_schema, sum);
 }
 
@@ -544,6 +544,7 @@ static void destroy(struct tracker *t)
 const struct tracker_ops pyhandoff_tracker = {
 	.name = "pyhandoff",
 	.size = sizeof(struct pyhandoff),
+	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
 	.init = init,

@@ -368,9 +368,9 @@ static void finish(struct tracker *t)
 
 	report(ps);
 	json_set_str(sum, "metric", summary_schema.metric);
-	record_set_counters(sum, t->prog, counters);
+	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);
-	record_set_losses(sum, t->prog);
+	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "processes", (json_int_t)ps->targets.added);
 	sink_summary(t->sink, &summary_schema, sum);
 }
@@ -387,6 +387,7 @@ static void destroy(struct tracker *t)
 const struct tracker_ops pystack_tracker = {
 	.name = "pystack",
 	.size = sizeof(struct pystack),
+	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
 	.init = init,

@@ -229,14 +229,15 @@ static void finish(struct tracker *t)
 	report_unaccepted(h);
 	json_set_str(sum, "metric", summary_schema.metric);
 	json_set_int(sum, "events", (json_int_t)h->events);
-	record_set_losses(sum, t->prog);
-	record_set_counters(sum, t->prog, counters);
+	pyebpf_bpf_set_losses(sum, t->prog);
+	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	sink_summary(t->sink, &summary_schema, sum);
 }
 
 const struct tracker_ops tcphandshake_tracker = {
 	.name = "tcphandshake",
 	.size = sizeof(struct tcphandshake),
+	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
 	.option = option,

@@ -475,17 +475,17 @@ static void finish(struct tracker *t)
 	sum = json_object();
 	json_set_str(sum, "metric", summary_schema.metric);
 	json_set_int(sum, "events", (json_int_t)l->events);
-	record_set_losses(sum, t->prog);
+	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "retransmits", (json_int_t)l->by_kind[TCPLOSS_RETRANSMIT]);
 	json_set_int(sum, "retransmit_segments", (json_int_t)l->segments);
-	record_set_counters(sum, t->prog, retrans_counters);
+	pyebpf_bpf_set_counters(sum, t->prog, retrans_counters);
 	json_set_int(sum, "losses", (json_int_t)l->by_kind[TCPLOSS_LOSS]);
 	json_set_int(sum, "resets_sent", (json_int_t)l->by_kind[TCPLOSS_RESET_SENT]);
 	json_set_int(sum, "resets_received", (json_int_t)l->by_kind[TCPLOSS_RESET_RECEIVED]);
 	json_set_int(sum, "zero_windows", (json_int_t)l->by_kind[TCPLOSS_ZERO_WINDOW]);
 	json_set_int(sum, "zero_windows_open", open);
 	json_set_int(sum, "unowned", (json_int_t)l->unowned);
-	record_set_counters(sum, t->prog, map_counters);
+	pyebpf_bpf_set_counters(sum, t->prog, map_counters);
 	sink_summary(t->sink, &summary_schema, sum);
 }
 
@@ -500,6 +500,7 @@ static void destroy(struct tracker *t)
 const struct tracker_ops tcploss_tracker = {
 	.name = "tcploss",
 	.size = sizeof(struct tcploss),
+	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
 	.option = option,
