@@ -1,0 +1,238 @@
+/* Native addresses as names through libbcc's symcaches; see symbols.h for why. */
+#include "symbols.h"
+
+#include <bcc/bcc_syms.h>
+#include <elf.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "jsonfmt.h"
+
+/* the least time between two refreshes of one process's symcache */
+#define REFRESH_NS 1000000000ULL
+
+struct proc_syms {
+	pid_t pid;           /* 0: a free slot */
+	void *cache;         /* libbcc's symcache of pid */
+	uint64_t used;       /* s->clock at its last resolve: the LRU order */
+	uint64_t loaded_ns;  /* when its maps were read */
+	uint64_t checked_ns; /* when /proc/PID/exe was last compared */
+	dev_t exe_dev;       /* what /proc/PID/exe was then (0, 0: unreadable) */
+	ino_t exe_ino;
+};
+
+struct symbols {
+	struct bcc_symbol_option opt;
+	void *kernel;      /* libbcc's kernel symcache, made at the first kernel address */
+	bool kernel_empty; /* kallsyms gave no symbol: not root, or addresses hidden */
+	uint64_t clock;    /* one tick per resolve, for the LRU order */
+	unsigned n, max;   /* slots in use, slots */
+	struct proc_syms procs[];
+};
+
+struct symbols *symbols_open(unsigned max_procs)
+{
+	unsigned max = max_procs ? max_procs : SYMBOLS_MAX_PROCS;
+	struct symbols *s = calloc(1, sizeof(*s) + max * sizeof(s->procs[0]));
+
+	if (!s)
+		return NULL;
+	s->max = max;
+	/* libbcc's defaults, spelled out: functions only, debug files checked */
+	s->opt.use_debug_file = 1;
+	s->opt.check_debug_file_crc = 1;
+	s->opt.lazy_symbolize = 1;
+	s->opt.use_symbol_type = (1 << STT_FUNC) | (1 << STT_GNU_IFUNC);
+	return s;
+}
+
+static void proc_free(struct symbols *s, struct proc_syms *p)
+{
+	bcc_free_symcache(p->cache, p->pid);
+	memset(p, 0, sizeof(*p));
+	s->n--;
+}
+
+void symbols_close(struct symbols *s)
+{
+	if (!s)
+		return;
+	for (unsigned i = 0; i < s->max; i++)
+		if (s->procs[i].pid)
+			proc_free(s, &s->procs[i]);
+	if (s->kernel)
+		bcc_free_symcache(s->kernel, SYMBOLS_KERNEL_PID);
+	free(s);
+}
+
+void symbols_forget(struct symbols *s, pid_t pid)
+{
+	for (unsigned i = 0; i < s->max; i++)
+		if (pid > 0 && s->procs[i].pid == pid)
+			proc_free(s, &s->procs[i]);
+}
+
+unsigned symbols_nprocs(const struct symbols *s)
+{
+	return s->n;
+}
+
+static void exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, &st)) {
+		*dev = 0;
+		*ino = 0;
+		return;
+	}
+	*dev = st.st_dev;
+	*ino = st.st_ino;
+}
+
+/* pid's slot, made (evicting the least recently used one when full); NULL if no memory. */
+static struct proc_syms *proc_get(struct symbols *s, pid_t pid, uint64_t now)
+{
+	struct proc_syms *p = NULL, *lru = NULL;
+
+	for (unsigned i = 0; i < s->max; i++) {
+		struct proc_syms *q = &s->procs[i];
+
+		if (q->pid == pid)
+			return q;
+		if (!q->pid)
+			p = p ? p : q;
+		else if (!lru || q->used < lru->used)
+			lru = q;
+	}
+	if (!p) {
+		proc_free(s, lru);
+		p = lru;
+	}
+	p->cache = bcc_symcache_new(pid, &s->opt);
+	if (!p->cache)
+		return NULL;
+	p->pid = pid;
+	p->loaded_ns = p->checked_ns = now;
+	exe_identity(pid, &p->exe_dev, &p->exe_ino);
+	s->n++;
+	return p;
+}
+
+static void proc_refresh(struct proc_syms *p, uint64_t now)
+{
+	bcc_symcache_refresh(p->cache);
+	p->loaded_ns = now;
+}
+
+/*
+ * Another executable than at the last look (an exec, or the pid reused): read the
+ * maps again. One look a second, and none within a second of a read.
+ */
+static void proc_check_exe(struct proc_syms *p, uint64_t now)
+{
+	dev_t dev;
+	ino_t ino;
+
+	if (now - p->checked_ns < REFRESH_NS || now - p->loaded_ns < REFRESH_NS)
+		return;
+	p->checked_ns = now;
+	exe_identity(p->pid, &dev, &ino);
+	if (!dev && !ino)
+		return; /* exited: what the symcache has is all there is */
+	if (dev != p->exe_dev || ino != p->exe_ino) {
+		p->exe_dev = dev;
+		p->exe_ino = ino;
+		proc_refresh(p, now);
+	}
+}
+
+static const char *basename_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* libbcc names the perf map module when the address was in no other module. */
+static bool is_perf_map(const char *module)
+{
+	const char *b = basename_of(module);
+	size_t len = strlen(b);
+
+	return !strncmp(b, "perf-", 5) && len > 9 && !strcmp(b + len - 4, ".map");
+}
+
+static int resolve_user(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	uint64_t now = time_mono_ns();
+	struct bcc_symbol sym;
+	struct proc_syms *p;
+	int named;
+
+	p = proc_get(s, pid, now);
+	if (!p)
+		goto raw;
+	p->used = ++s->clock;
+	proc_check_exe(p, now);
+	named = !bcc_symcache_resolve(p->cache, addr, &sym);
+	if (!named && (!sym.module || is_perf_map(sym.module)) &&
+	    now - p->loaded_ns >= REFRESH_NS) {
+		bcc_symbol_free_demangle_name(&sym);
+		proc_refresh(p, now);
+		named = !bcc_symcache_resolve(p->cache, addr, &sym);
+	}
+	if (named)
+		snprintf(buf, len, "%s+0x%" PRIx64 " (%s)",
+			 sym.demangle_name ? sym.demangle_name : sym.name, sym.offset,
+			 basename_of(sym.module));
+	else if (sym.module && !is_perf_map(sym.module))
+		snprintf(buf, len, "[unknown] (%s)", basename_of(sym.module));
+	else
+		snprintf(buf, len, "0x%" PRIx64, addr);
+	bcc_symbol_free_demangle_name(&sym);
+	return named;
+raw:
+	snprintf(buf, len, "0x%" PRIx64, addr);
+	return 0;
+}
+
+static int resolve_kernel(struct symbols *s, uint64_t addr, char *buf, size_t len)
+{
+	struct bcc_symbol sym;
+
+	if (!s->kernel && !s->kernel_empty) {
+		s->kernel = bcc_symcache_new(SYMBOLS_KERNEL_PID, NULL);
+		s->kernel_empty = !s->kernel;
+	}
+	if (!s->kernel_empty && !bcc_symcache_resolve_no_demangle(s->kernel, addr, &sym)) {
+		snprintf(buf, len, "%s", sym.name);
+		return 1;
+	}
+	/*
+	 * libbcc reads kallsyms again at every address while it has no symbol; the top
+	 * address is above every symbol, so a miss there means it has none.
+	 */
+	if (!s->kernel_empty && bcc_symcache_resolve_no_demangle(s->kernel, UINT64_MAX, &sym))
+		s->kernel_empty = true;
+	snprintf(buf, len, "0x%" PRIx64, addr);
+	return 0;
+}
+
+int symbols_resolve(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	if (!len) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (pid <= 0 || addr >= SYMBOLS_KERNEL_START)
+		return resolve_kernel(s, addr, buf, len);
+	return resolve_user(s, pid, addr, buf, len);
+}

@@ -1,0 +1,69 @@
+/*
+ * Native addresses (from BPF stack maps: user and kernel stacks) as names, through
+ * libbcc's symbolizer (bcc_symcache_*), not one of our own: it already knows what a
+ * correct one needs. It reads /proc/PID/maps (executable mappings, memfd ones
+ * included), opens each module through /proc/PID/root (a container's files) and
+ * keeps it open (its symbols stay readable after the process exited), turns
+ * addresses into ELF virtual addresses (PIE, shared objects, the vDSO), prefers the
+ * separate debug file (.gnu_debuglink, build-id under /usr/lib/debug) when the
+ * binary is stripped, falls back to /tmp/perf-PID.map for JIT code, demangles C++,
+ * and reads /proc/kallsyms for the kernel.
+ *
+ * What this module adds: one symcache per process, a bounded number of them (the
+ * least recently used first out, freed too by symbols_forget() when a process
+ * exits), one for the kernel, and a refresh when a process changed under its
+ * symcache. libbcc reads the maps once; so a miss in no module (a dlopen since, or a
+ * JIT entry newer than the perf map) refreshes it, and so does another executable
+ * behind /proc/PID/exe (an exec, or the pid reused: libbcc's own look at
+ * /proc/PID/exe sees an exec only sometimes); both at most once a second per
+ * process, because a refresh reads the maps and then each symbol table again.
+ *
+ * Costs: a symcache keeps its symbol tables (names read lazily) and one fd per
+ * module it knows plus one for the process's root (14 for a python3.11 that
+ * imported ssl, sqlite3 and decimal; more with more extension modules), so 64 of
+ * them may need more than a soft RLIMIT_NOFILE of 1024 (libbcc falls back
+ * to /proc/PID/root paths when it gets no fd; the tool's own fds may fail too). And
+ * resolve a process's stacks before forgetting it: a symcache made after the exit
+ * knows nothing. Not thread-safe; no global state (each tracker may have its own).
+ */
+#ifndef PYEBPF_SYMBOLS_H
+#define PYEBPF_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* processes with a symcache at a time, unless symbols_open() is told otherwise */
+#define SYMBOLS_MAX_PROCS 64
+/* pid of kernel addresses (as for bcc_symcache_new) */
+#define SYMBOLS_KERNEL_PID (-1)
+/* from here up an address is the kernel's (x86_64 and arm64 alike) */
+#define SYMBOLS_KERNEL_START 0x8000000000000000ULL
+
+struct symbols;
+
+/*
+ * At most max_procs processes' symcaches at a time (0: SYMBOLS_MAX_PROCS). NULL when
+ * out of memory. Nothing is read until the first resolve.
+ */
+struct symbols *symbols_open(unsigned max_procs);
+void symbols_close(struct symbols *s);
+
+/*
+ * addr of process pid (a host pid) into buf (truncated to len, always terminated):
+ *   user space:  "func+0xoff (module)", module the file's basename;
+ *                "[unknown] (module)" in a module without a symbol there;
+ *                "0xADDR" in no module;
+ *   kernel:      "func", or "0xADDR"; kernel means pid <= 0 (SYMBOLS_KERNEL_PID) or
+ *                addr >= SYMBOLS_KERNEL_START.
+ * Returns 1 when a name was found, 0 when not, -1 when len is 0.
+ */
+int symbols_resolve(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size_t len);
+
+/* Frees pid's symcache (its process exited); the next resolve makes a new one. */
+void symbols_forget(struct symbols *s, pid_t pid);
+
+/* How many processes have a symcache now (at most max_procs). */
+unsigned symbols_nprocs(const struct symbols *s);
+
+#endif
