@@ -99,3 +99,13 @@ def test_a_full_stdout_is_one_clear_error(tool):
     assert r.returncode == 1, (r.returncode, r.stderr)
     wrote = [l for l in r.stderr.splitlines() if "could not write" in l]
     assert wrote == ["%s: could not write results to stdout: No space left on device" % tool], r.stderr
+
+
+@pytest.mark.parametrize("tool", [t for t in TOOLS if t != "hostnet"])
+def test_without_privileges_the_one_message_is_the_privileges(tool):
+    """Privileges are checked first: no tracefs or header message before the real reason."""
+    r = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", tool_path(tool),
+             "-d", "1", "-p", "1"], check=False)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stderr.splitlines() == [
+        "%s: needs root, or the capabilities CAP_BPF and CAP_PERFMON (run with sudo)" % tool], r.stderr
