@@ -16,7 +16,7 @@ BPF_PERCPU_ARRAY(scratch, struct pystack_sample, 1);
 int on_sample(struct bpf_perf_event_data *ctx)
 {
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	u32 tgid = pid_tgid >> 32, zero = 0, depth, size;
+	u32 tgid = pid_tgid >> 32, tid = (u32)pid_tgid, zero = 0, depth, size;
 	struct pywalk_config *cfg = py_config.lookup(&tgid);
 	struct pystack_sample *s;
 	u64 tstate = 0;
@@ -30,7 +30,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	counter_add(PYSTACK_CNT_SAMPLES, 1);
 	task_head_fill(&s->task);
 	s->cpu = bpf_get_smp_processor_id();
-	st = py_find_tstate(cfg, s->task.tid, &tstate);
+	st = py_find_tstate(cfg, tid, &tstate);
 	s->tstate = tstate;
 	s->depth = 0;
 	if (!st)
