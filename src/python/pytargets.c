@@ -201,6 +201,18 @@ struct pytarget *pytargets_get(struct pytargets *ts, pid_t pid)
 	return pytargets_add(ts, pid, false);
 }
 
+struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t tid, const char *comm,
+				       size_t commlen, char *buf, size_t len)
+{
+	struct pytarget *t = pytargets_get(ts, pid);
+
+	if (t)
+		pyframes_thread_name(t->py, &t->names, tid, comm, commlen, buf, len);
+	else
+		snprintf(buf, len, "%.*s", (int)commlen, comm);
+	return t;
+}
+
 /* Every process of /proc with its parent (at most max); how many, or -1. */
 static int list_processes(struct pychild *out, int max)
 {
