@@ -173,14 +173,21 @@ struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid)
 	return NULL;
 }
 
-/* Processes come and go (workers replaced, pids reused): unwatched ones that are gone go. */
+/*
+ * Processes come and go (workers replaced, pids reused): unwatched ones that are gone
+ * go, and their layouts leave the walker's map (room for 1024, bpf_text/python.bpf.h).
+ */
 static void drop_gone(struct pytargets *ts)
 {
+	int fd = ts->walker ? bpfprog_table_fd(ts->walker, "py_config") : -1;
+
 	for (int i = 0; i < ts->n;) {
 		if (ts->v[i].watched || procinfo_exists(ts->v[i].pid)) {
 			i++;
 			continue;
 		}
+		if (fd >= 0 && ts->v[i].py)
+			bpf_delete_elem(fd, &ts->v[i].pid);
 		target_close(&ts->v[i]);
 		ts->v[i] = ts->v[--ts->n];
 	}
