@@ -160,6 +160,13 @@ struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
 	return append(ts, pid, py, watched);
 }
 
+struct pytarget *pytargets_adopt(struct pytargets *ts, struct pyproc *py, bool watched)
+{
+	if (pytargets_find(ts, pyproc_pid(py)))
+		return NULL;
+	return append(ts, pyproc_pid(py), py, watched);
+}
+
 struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid)
 {
 	/* samples come in runs of one process: the last one found first */
