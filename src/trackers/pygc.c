@@ -17,6 +17,7 @@
 #include "pyebpf_bpf.h"
 #include "pygc.h"
 #include "pyhooks.h"
+#include "pyframes.h"
 #include "pytargets.h"
 #include "record.h"
 #include "tracker.h"
@@ -108,6 +109,7 @@ struct pygc {
 	struct gen_stats gens[3];
 	unsigned long long events;
 	unsigned long long stack_errors; /* --stack: events whose stack could not be read */
+	struct pycode_loc locs[PYWALK_DEPTH_LIMIT]; /* --stack: an event's frames, innermost first */
 };
 
 static void init(struct tracker *t)
@@ -354,37 +356,18 @@ static void stats_add(struct gen_stats *s, double ms)
 static json_t *stack_json(struct pygc *g, const struct pytarget *target,
 			  const struct pygc_stack_event *s, int size)
 {
-	static const char *const why[] = {
-		[PYWALK_NO_THREAD] = "[unknown: no Python thread state]",
-		[PYWALK_ERR_CONFIG] = "[unknown: process not configured yet]",
-		[PYWALK_ERR_THREADS] = "[unknown: thread list unreadable]",
-		[PYWALK_ERR_FRAME] = "[unknown: frame unreadable]",
-		[PYWALK_ERR_CODE] = "[unknown: code object unreadable]",
-	};
+	const char *marker = pyframes_marker(s->status, true);
+	int depth = pyframes_depth(s->depth, size, offsetof(struct pygc_stack_event, frames));
 	json_t *a = json_array();
-	int depth = (int)s->depth;
 	char frame[1024], clean[3 * sizeof(frame)];
 
-	if (depth > PYWALK_DEPTH_LIMIT ||
-	    size < (int)(offsetof(struct pygc_stack_event, frames) + (size_t)depth * sizeof(s->frames[0])))
-		depth = 0;
-	if (s->status == PYWALK_TRUNCATED)
-		json_array_append_new(a, json_string("[truncated]"));
-	else if (s->status != PYWALK_COMPLETE && s->status < sizeof(why) / sizeof(why[0]) && why[s->status])
-		json_array_append_new(a, json_string(why[s->status]));
-	if (s->status != PYWALK_COMPLETE)
+	if (marker) {
+		json_array_append_new(a, json_string(marker));
 		g->stack_errors++;
+	}
+	pyframes_resolve(target ? target->py : NULL, s->frames, depth, g->locs);
 	for (int i = depth - 1; i >= 0; i--) {
-		struct pycode_loc loc;
-
-		if (!target || !target->py ||
-		    pyproc_code_location(target->py, s->frames[i].code, s->frames[i].instr,
-					 s->frames[i].firstlineno, &loc))
-			snprintf(frame, sizeof(frame), "[unknown]");
-		else if (loc.file[0])
-			snprintf(frame, sizeof(frame), "%s (%s:%d)", loc.func, loc.file, loc.line);
-		else
-			snprintf(frame, sizeof(frame), "%s", loc.func);
+		pyframes_format(&g->locs[i], frame, sizeof(frame));
 		utf8_repair(frame, sizeof(frame), clean, sizeof(clean));
 		json_array_append_new(a, json_string(clean));
 	}
