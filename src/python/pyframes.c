@@ -9,6 +9,14 @@
 /* Threads kept per process for their names. */
 #define NAMES_MAX 256
 
+int pyframes_depth(unsigned depth, int size, size_t head)
+{
+	if (depth > PYWALK_DEPTH_LIMIT || size < 0 ||
+	    (size_t)size < head + (size_t)depth * sizeof(struct pywalk_frame))
+		return 0;
+	return (int)depth;
+}
+
 int pyframes_resolve(struct pyproc *py, const struct pywalk_frame *frames, int depth,
 		     struct pycode_loc *locs)
 {

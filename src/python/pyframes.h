@@ -15,6 +15,12 @@
 #include "pywalk.h"
 
 /*
+ * How many frames a walker's record holds: depth, or 0 when depth is over
+ * PYWALK_DEPTH_LIMIT or the record (size bytes, its frames from byte head on) is short.
+ */
+int pyframes_depth(unsigned depth, int size, size_t head);
+
+/*
  * Resolves depth frames (innermost first) into locs (a frame that cannot be read gets
  * func "[unknown]", as does every frame when py is NULL). Returns how many could not.
  */

@@ -267,8 +267,7 @@ struct pyproc *pyproc_open(pid_t pid, struct pyproc_error *err)
 	p->pid = pid;
 	p->mem_fd = -1;
 	p->codes = calloc(CODE_CACHE_SIZE, sizeof(*p->codes));
-	p->names = calloc(NAME_CACHE_MAX, sizeof(*p->names));
-	if (!p->codes || !p->names) {
+	if (!p->codes) {
 		set_error(err, PYPROC_EREAD, "out of memory");
 		goto fail;
 	}
@@ -320,7 +319,6 @@ void pyproc_close(struct pyproc *p)
 		for (int i = 0; i < CODE_CACHE_SIZE; i++)
 			free(p->codes[i].table);
 	free(p->codes);
-	free(p->names);
 	elfsyms_close(p->elf);
 	if (p->mem_fd >= 0)
 		close(p->mem_fd);

@@ -106,13 +106,6 @@ struct pythread {
  */
 int pyproc_threads(struct pyproc *p, struct pythread *out, int max);
 
-/*
- * Name of a thread by host tid: threading's Thread.name (cached; the cache is reread
- * when an unknown tid shows up, at most every 100 ms), else /proc comm. Returns 1 when
- * the name is from Python, 0 for comm, -1 when neither is known (buf gets "").
- */
-int pyproc_thread_name(struct pyproc *p, pid_t tid, char *buf, size_t len);
-
 /* What a frame's code object and instruction offset mean. */
 struct pycode_loc {
 	char func[256];  /* co_qualname (3.11+) or co_name */

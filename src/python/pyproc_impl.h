@@ -14,7 +14,7 @@
 #include "pyproc.h"
 
 #define CODE_CACHE_SIZE 4096 /* power of two */
-#define NAME_CACHE_MAX 1024
+#define NAME_CACHE_MAX 1024 /* threading names read at most */
 #define MAX_INTERPS 16
 #define MAX_THREADS 4096
 
@@ -25,12 +25,6 @@ struct code_entry {
 	char file[512];
 	uint8_t *table;
 	size_t table_len;
-};
-
-struct name_entry {
-	pid_t tid;
-	bool python;
-	char name[PYTHREAD_NAME_MAX];
 };
 
 struct pyproc {
@@ -44,9 +38,6 @@ struct pyproc {
 	uint64_t runtime;
 	struct pyoffsets off;
 	struct code_entry *codes; /* CODE_CACHE_SIZE slots, by address */
-	struct name_entry *names; /* NAME_CACHE_MAX */
-	int nnames;
-	uint64_t names_read_ns;
 };
 
 /* pyobjects.c */
@@ -66,8 +57,5 @@ void pyproc_dict_of(const struct pyproc *p, uint64_t dict, struct dict_view *d);
 /* The value of a str key, or 0. */
 uint64_t pyproc_dict_get(const struct pyproc *p, const struct dict_view *d, const char *name);
 int pyproc_instance_attrs(const struct pyproc *p, uint64_t obj, struct dict_view *d);
-
-/* pythreads.c */
-uint64_t pyproc_now_ns(void);
 
 #endif

@@ -160,6 +160,13 @@ struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
 	return append(ts, pid, py, watched);
 }
 
+struct pytarget *pytargets_adopt(struct pytargets *ts, struct pyproc *py, bool watched)
+{
+	if (pytargets_find(ts, pyproc_pid(py)))
+		return NULL;
+	return append(ts, pyproc_pid(py), py, watched);
+}
+
 struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid)
 {
 	/* samples come in runs of one process: the last one found first */
@@ -173,14 +180,21 @@ struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid)
 	return NULL;
 }
 
-/* Processes come and go (workers replaced, pids reused): unwatched ones that are gone go. */
+/*
+ * Processes come and go (workers replaced, pids reused): unwatched ones that are gone
+ * go, and their layouts leave the walker's map (room for 1024, bpf_text/python.bpf.h).
+ */
 static void drop_gone(struct pytargets *ts)
 {
+	int fd = ts->walker ? bpfprog_table_fd(ts->walker, "py_config") : -1;
+
 	for (int i = 0; i < ts->n;) {
 		if (ts->v[i].watched || procinfo_exists(ts->v[i].pid)) {
 			i++;
 			continue;
 		}
+		if (fd >= 0 && ts->v[i].py)
+			bpf_delete_elem(fd, &ts->v[i].pid);
 		target_close(&ts->v[i]);
 		ts->v[i] = ts->v[--ts->n];
 	}
@@ -199,6 +213,18 @@ struct pytarget *pytargets_get(struct pytargets *ts, pid_t pid)
 		return NULL;
 	}
 	return pytargets_add(ts, pid, false);
+}
+
+struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t tid, const char *comm,
+				       size_t commlen, char *buf, size_t len)
+{
+	struct pytarget *t = pytargets_get(ts, pid);
+
+	if (t)
+		pyframes_thread_name(t->py, &t->names, tid, comm, commlen, buf, len);
+	else
+		snprintf(buf, len, "%.*s", (int)commlen, comm);
+	return t;
 }
 
 /* Every process of /proc with its parent (at most max); how many, or -1. */

@@ -6,7 +6,7 @@
  * once a stack walker is set, its layout is in the walker's py_config map.
  *
  * Pointers to targets are valid until the next call that adds or drops targets
- * (add, get, refresh, scan).
+ * (add, adopt, get, thread_name, refresh, scan).
  */
 #ifndef PYEBPF_PYTARGETS_H
 #define PYEBPF_PYTARGETS_H
@@ -54,9 +54,21 @@ int pytargets_add_pid(struct pytargets *ts, pid_t pid);
  * full. watched: only when it is CPython.
  */
 struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched);
+/*
+ * A CPython the caller opened (e.g. a hook planner's): the set owns py from now on.
+ * NULL when the set is full or has pyproc_pid(py) already; the caller still owns py then.
+ */
+struct pytarget *pytargets_adopt(struct pytargets *ts, struct pyproc *py, bool watched);
 struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid);
 /* find; else, lazy, the process opened now (after letting the gone unwatched ones go). */
 struct pytarget *pytargets_get(struct pytargets *ts, pid_t pid);
+
+/*
+ * Into buf: the name of thread tid of process pid (pytargets_get, then
+ * pyframes_thread_name), else comm (commlen bytes at most). Returns the target, or NULL.
+ */
+struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t tid, const char *comm,
+				       size_t commlen, char *buf, size_t len);
 
 /* A process and its parent. */
 struct pychild {

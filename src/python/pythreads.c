@@ -3,20 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "procinfo.h"
 #include "pyproc_impl.h"
 #include "utf8.h"
-
-uint64_t pyproc_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 
 struct task_ids {
 	pid_t tid, ns_tid;
@@ -115,75 +105,6 @@ static int read_python_names(struct pyproc *p, struct pyname *out, int max)
 	pyproc_dict_of(p, active, &d);
 	pyproc_dict_foreach(p, &d, visit_thread, &w);
 	return w.n;
-}
-
-/* Rereads names of all threads: threading names, else comm. */
-static void refresh_names(struct pyproc *p)
-{
-	struct task_ids *tasks = calloc(MAX_THREADS, sizeof(*tasks));
-	struct pyname *pn = calloc(NAME_CACHE_MAX, sizeof(*pn));
-	int nt, np;
-
-	p->names_read_ns = pyproc_now_ns();
-	if (!tasks || !pn)
-		goto out;
-	nt = list_tasks(p->pid, tasks, MAX_THREADS);
-	np = read_python_names(p, pn, NAME_CACHE_MAX);
-	p->nnames = 0;
-	for (int i = 0; i < nt && p->nnames < NAME_CACHE_MAX; i++) {
-		struct name_entry *e = &p->names[p->nnames++];
-		e->tid = tasks[i].tid;
-		e->python = false;
-		e->name[0] = 0;
-		for (int j = 0; j < np; j++) {
-			if (pn[j].ns_tid && pn[j].ns_tid == tasks[i].ns_tid) {
-				snprintf(e->name, sizeof(e->name), "%s", pn[j].name);
-				e->python = true;
-				break;
-			}
-		}
-		if (!e->python) {
-			char comm[64];
-			if (!procinfo_comm(p->pid, tasks[i].tid, comm, sizeof(comm)))
-				utf8_repair(comm, strlen(comm), e->name, sizeof(e->name));
-		}
-	}
-out:
-	free(tasks);
-	free(pn);
-}
-
-int pyproc_thread_name(struct pyproc *p, pid_t tid, char *buf, size_t len)
-{
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < p->nnames; i++) {
-			if (p->names[i].tid != tid)
-				continue;
-			/*
-			 * A comm fallback may be a thread that was not yet in threading._active
-			 * when the names were read (it registers in _bootstrap_inner): look again,
-			 * at most once a second.
-			 */
-			if (!pass && !p->names[i].python && pyproc_now_ns() - p->names_read_ns >= 1000000000ull)
-				break;
-			snprintf(buf, len, "%s", p->names[i].name);
-			return p->names[i].python ? 1 : 0;
-		}
-		/* an unknown tid: a new thread; reread, but not more often than every 100 ms */
-		if (pass || pyproc_now_ns() - p->names_read_ns < 100000000ull)
-			break;
-		refresh_names(p);
-	}
-	if (len)
-		buf[0] = 0;
-	{
-		char comm[64];
-		if (!procinfo_comm(p->pid, tid, comm, sizeof(comm))) {
-			utf8_repair(comm, strlen(comm), buf, len);
-			return 0;
-		}
-	}
-	return -1;
 }
 
 int pyproc_threads(struct pyproc *p, struct pythread *out, int max)

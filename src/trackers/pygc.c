@@ -14,12 +14,11 @@
 #include "kbtf.h"
 #include "log.h"
 #include "jsonfmt.h"
-#include "pidwatch.h"
-#include "procinfo.h"
 #include "pyebpf_bpf.h"
 #include "pygc.h"
 #include "pyhooks.h"
-#include "pyproc.h"
+#include "pyframes.h"
+#include "pytargets.h"
 #include "record.h"
 #include "tracker.h"
 #include "utf8.h"
@@ -88,13 +87,8 @@ static const struct schema generation_schema = { "gc_summary", SCHEMA_SUMMARY, g
 static const struct schema summary_schema = { "pygc_summary", SCHEMA_SUMMARY, summary_fields };
 static const struct schema *const schemas[] = { &pause_schema, &generation_schema, &summary_schema, NULL };
 
-/* A traced process (-p, or found by the scan), or one seen in an event (system-wide). */
-struct target {
-	pid_t pid;
-	struct pyproc *py; /* NULL when it is not (or no longer) readable */
-};
-
-#define MAX_TARGETS 1024
+/* Target processes at most: as many as the walker's py_config holds (bpf_text/python.bpf.h). */
+enum { MAX_TARGETS = 1024 };
 
 /* Durations of one generation, for the summary */
 struct gen_stats {
@@ -111,17 +105,19 @@ struct pygc {
 	bool system_wide;
 	struct pyhook_plan *hooks;
 	char *text; /* the BPF text with the plan's USDT entry functions */
-	struct target targets[MAX_TARGETS];
-	int ntargets;
-	struct pidwatch watch; /* -p */
+	struct pytargets targets; /* -p (watched), found by the scan, or seen in an event (system-wide) */
 	struct gen_stats gens[3];
 	unsigned long long events;
 	unsigned long long stack_errors; /* --stack: events whose stack could not be read */
+	struct pycode_loc locs[PYWALK_DEPTH_LIMIT]; /* --stack: an event's frames, innermost first */
 };
 
 static void init(struct tracker *t)
 {
-	((struct pygc *)t)->generation = -1;
+	struct pygc *g = (struct pygc *)t;
+
+	g->generation = -1;
+	pytargets_init(&g->targets, MAX_TARGETS);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -285,10 +281,7 @@ static bool keep_target(void *ctx, struct pyproc *py)
 {
 	struct pygc *g = ctx;
 
-	if (g->ntargets == MAX_TARGETS)
-		return false;
-	g->targets[g->ntargets++] = (struct target){ pyproc_pid(py), py };
-	return true;
+	return pytargets_adopt(&g->targets, py, !g->system_wide) != NULL;
 }
 
 static int plan_hooks(struct pygc *g)
@@ -317,6 +310,8 @@ static int prepare(struct tracker *t)
 		return 0;
 	}
 	g->system_wide = t->common->npids == 0;
+	/* system-wide: a process is opened on its first collection (stacks from its next one) */
+	g->targets.lazy = g->system_wide;
 	if (!(g->hooks = pyhooks_new()) || plan_hooks(g))
 		return -1;
 	if (!(g->text = pyhooks_text(g->hooks, pygc_bpf_text)))
@@ -326,36 +321,6 @@ static int prepare(struct tracker *t)
 }
 
 /* ---- events ---- */
-
-/* --stack: gives the walker in BPF the layout of target's interpreter. */
-static void configure_walker(struct pygc *g, struct target *target)
-{
-	struct pywalk_config cfg;
-	int fd;
-
-	if (!g->stack || !target->py || !g->base.prog)
-		return;
-	pyproc_walk_config(target->py, &cfg);
-	fd = bpfprog_table_fd(g->base.prog, "py_config");
-	if (fd < 0 || bpf_update_elem(fd, &target->pid, &cfg, BPF_ANY))
-		log_warn("cannot configure the stack walker for pid %d: its stacks are not shown",
-			 target->pid);
-}
-
-static struct target *target_of(struct pygc *g, pid_t pid)
-{
-	struct pyproc_error err;
-
-	for (int i = 0; i < g->ntargets; i++)
-		if (g->targets[i].pid == pid)
-			return &g->targets[i];
-	if (!g->system_wide || g->ntargets == MAX_TARGETS)
-		return NULL;
-	/* system-wide: opened on its first collection, for thread names (and stacks, from its next one) */
-	g->targets[g->ntargets] = (struct target){ pid, pyproc_open(pid, &err) };
-	configure_walker(g, &g->targets[g->ntargets]);
-	return &g->targets[g->ntargets++];
-}
 
 static const char *hook_name(unsigned source)
 {
@@ -388,40 +353,21 @@ static void stats_add(struct gen_stats *s, double ms)
  * (most recent call last). A stack that could not be read completely says so in its
  * first entry ("[truncated]", "[unknown: ...]"), never silently.
  */
-static json_t *stack_json(struct pygc *g, struct target *target, const struct pygc_stack_event *s,
-			  int size)
+static json_t *stack_json(struct pygc *g, const struct pytarget *target,
+			  const struct pygc_stack_event *s, int size)
 {
-	static const char *const why[] = {
-		[PYWALK_NO_THREAD] = "[unknown: no Python thread state]",
-		[PYWALK_ERR_CONFIG] = "[unknown: process not configured yet]",
-		[PYWALK_ERR_THREADS] = "[unknown: thread list unreadable]",
-		[PYWALK_ERR_FRAME] = "[unknown: frame unreadable]",
-		[PYWALK_ERR_CODE] = "[unknown: code object unreadable]",
-	};
+	const char *marker = pyframes_marker(s->status, true);
+	int depth = pyframes_depth(s->depth, size, offsetof(struct pygc_stack_event, frames));
 	json_t *a = json_array();
-	int depth = (int)s->depth;
 	char frame[1024], clean[3 * sizeof(frame)];
 
-	if (depth > PYWALK_DEPTH_LIMIT ||
-	    size < (int)(offsetof(struct pygc_stack_event, frames) + (size_t)depth * sizeof(s->frames[0])))
-		depth = 0;
-	if (s->status == PYWALK_TRUNCATED)
-		json_array_append_new(a, json_string("[truncated]"));
-	else if (s->status != PYWALK_COMPLETE && s->status < sizeof(why) / sizeof(why[0]) && why[s->status])
-		json_array_append_new(a, json_string(why[s->status]));
-	if (s->status != PYWALK_COMPLETE)
+	if (marker) {
+		json_array_append_new(a, json_string(marker));
 		g->stack_errors++;
+	}
+	pyframes_resolve(target ? target->py : NULL, s->frames, depth, g->locs);
 	for (int i = depth - 1; i >= 0; i--) {
-		struct pycode_loc loc;
-
-		if (!target || !target->py ||
-		    pyproc_code_location(target->py, s->frames[i].code, s->frames[i].instr,
-					 s->frames[i].firstlineno, &loc))
-			snprintf(frame, sizeof(frame), "[unknown]");
-		else if (loc.file[0])
-			snprintf(frame, sizeof(frame), "%s (%s:%d)", loc.func, loc.file, loc.line);
-		else
-			snprintf(frame, sizeof(frame), "%s", loc.func);
+		pyframes_format(&g->locs[i], frame, sizeof(frame));
 		utf8_repair(frame, sizeof(frame), clean, sizeof(clean));
 		json_array_append_new(a, json_string(clean));
 	}
@@ -433,9 +379,9 @@ static void on_event(void *ctx, void *data, int size)
 	struct pygc *g = ctx;
 	const struct pygc_event *ev = data;
 	const struct task_head *task = &ev->task;
-	char start[40], end[40], name[PYTHREAD_NAME_MAX] = "";
+	char start[40], end[40], name[PYTHREAD_NAME_MAX];
 	json_t *stack = NULL;
-	struct target *target;
+	struct pytarget *target;
 	FILE *text;
 	double ms;
 	json_t *o;
@@ -445,10 +391,8 @@ static void on_event(void *ctx, void *data, int size)
 	if (g->stack && size < (int)offsetof(struct pygc_stack_event, frames))
 		return;
 	ms = (double)(ev->end_ns - ev->start_ns) / 1e6;
-	target = target_of(g, (pid_t)task->pid);
-	if (!target || !target->py || pyproc_thread_name(target->py, (pid_t)task->tid, name, sizeof(name)) < 0)
-		if (procinfo_comm((pid_t)task->pid, (pid_t)task->tid, name, sizeof(name)))
-			snprintf(name, sizeof(name), "%.16s", task->comm);
+	target = pytargets_thread_name(&g->targets, (pid_t)task->pid, (pid_t)task->tid, task->comm,
+				       sizeof(task->comm), name, sizeof(name));
 	time_format_mono_ns(ev->start_ns, start, sizeof(start));
 	time_format_mono_ns(ev->end_ns, end, sizeof(end));
 
@@ -492,10 +436,8 @@ static int start(struct tracker *t)
 
 	if (pyebpf_bpf_set_pids(p, t->common))
 		return -1;
-	for (int i = 0; i < g->ntargets; i++)
-		configure_walker(g, &g->targets[i]);
-	if (!g->system_wide)
-		pidwatch_init(&g->watch, t->common->pids, t->common->npids);
+	if (g->stack && pytargets_set_walker(&g->targets, p))
+		return -1;
 	/*
 	 * A wakeup per record costs the collecting thread an IPI (a third of pygc's cost
 	 * per collection in bench/pygc.sh): wake every 32 records; the runner reads the
@@ -512,10 +454,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 {
 	struct pygc *g = (struct pygc *)t;
 
-	if (!t->done && pidwatch_all_gone(&g->watch, now_ns)) {
-		log_info("every traced process has exited");
-		t->done = true;
-	}
+	t->done = pytargets_refresh(&g->targets, now_ns);
 	return 0;
 }
 
@@ -575,8 +514,7 @@ static void destroy(struct tracker *t)
 {
 	struct pygc *g = (struct pygc *)t;
 
-	for (int i = 0; i < g->ntargets; i++)
-		pyproc_close(g->targets[i].py);
+	pytargets_free(&g->targets);
 	for (int gen = 0; gen < 3; gen++)
 		free(g->gens[gen].ms);
 	pyhooks_free(g->hooks);

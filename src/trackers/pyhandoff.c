@@ -21,7 +21,6 @@
 #include "pidwatch.h"
 #include "procinfo.h"
 #include "pyebpf_bpf.h"
-#include "pyframes.h"
 #include "pyhandoff.h"
 #include "pytargets.h"
 #include "record.h"
@@ -318,17 +317,6 @@ static const char *via_name(unsigned via)
 	return via < sizeof(names) / sizeof(names[0]) ? names[via] : "?";
 }
 
-/* The thread's Python name (read from the target), else the comm it had at the event. */
-static void thread_name(struct pyhandoff *h, pid_t pid, pid_t tid, const char *comm, char *buf, size_t len)
-{
-	struct pytarget *t = pytargets_get(&h->named, pid);
-
-	if (t)
-		pyframes_thread_name(t->py, &t->names, tid, comm, 16, buf, len);
-	else
-		snprintf(buf, len, "%.16s", comm);
-}
-
 static struct waits *waits_of(struct pyhandoff *h, __u32 pid, int accept_queue, const char *comm)
 {
 	struct waits *w;
@@ -379,13 +367,15 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 	json_set_real(o, "handoff_ms", ms);
 	json_set_int(o, "worker_tid", worker->tid);
 	json_set_strn(o, "worker_comm", worker->comm, sizeof(worker->comm));
-	thread_name(h, (pid_t)worker->pid, (pid_t)worker->tid, worker->comm, name, sizeof(name));
+	pytargets_thread_name(&h->named, (pid_t)worker->pid, (pid_t)worker->tid, worker->comm,
+			      sizeof(worker->comm), name, sizeof(name));
 	json_set_str(o, "worker_thread_name", name);
 	/* the accept queue is the kernel's: no thread put the connection there */
 	json_object_set_new(o, "main_tid", handoff && ev->main_tid ? json_integer(ev->main_tid) : json_null());
 	if (handoff) {
 		json_set_strn(o, "main_comm", ev->main_comm, sizeof(ev->main_comm));
-		thread_name(h, (pid_t)worker->pid, (pid_t)ev->main_tid, ev->main_comm, name, sizeof(name));
+		pytargets_thread_name(&h->named, (pid_t)worker->pid, (pid_t)ev->main_tid, ev->main_comm,
+				      sizeof(ev->main_comm), name, sizeof(name));
 		json_set_str(o, "main_thread_name", name);
 	} else {
 		json_object_set_new(o, "main_comm", json_null());

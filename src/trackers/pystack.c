@@ -250,9 +250,7 @@ static void on_sample(void *ctx, void *data, int size)
 
 	if (size < (int)head)
 		return;
-	depth = (int)s->depth;
-	if (depth > PYWALK_DEPTH_LIMIT || size < (int)(head + (size_t)depth * sizeof(s->frames[0])))
-		depth = 0;
+	depth = pyframes_depth(s->depth, size, head);
 	if (s->status != PYWALK_COMPLETE && s->status != PYWALK_TRUNCATED && depth == 0)
 		return; /* counted in BPF; nothing to show */
 	pt = pytargets_find(&ps->targets, (pid_t)s->task.pid);

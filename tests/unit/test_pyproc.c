@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "elfsyms.h"
+#include "pyframes.h"
 #include "pylines.h"
 #include "pyoffsets.h"
 #include "pyproc.h"
@@ -199,6 +200,7 @@ static void test_live_python(void **state)
 	char ready[16] = "", name[PYTHREAD_NAME_MAX];
 	struct pyproc_error err;
 	struct pythread threads[16];
+	struct pythread_names names = { 0 };
 	struct pyproc *p;
 	pid_t child;
 	int n, named = 0, by_tid = 0;
@@ -237,13 +239,14 @@ static void test_live_python(void **state)
 			named++;
 		if (threads[i].tid == child && !strcmp(threads[i].name, "MainThread"))
 			named++;
-		if (threads[i].tid > 0 &&
-		    pyproc_thread_name(p, threads[i].tid, name, sizeof(name)) == 1 &&
-		    !strcmp(name, threads[i].name))
-			by_tid++;
+		if (threads[i].tid > 0) {
+			pyframes_thread_name(p, &names, threads[i].tid, "comm", 4, name, sizeof(name));
+			by_tid += !strcmp(name, threads[i].name);
+		}
 	}
 	assert_int_equal(named, 2);
 	assert_int_equal(by_tid, 2);
+	pythread_names_free(&names);
 	pyproc_close(p);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
