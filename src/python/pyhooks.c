@@ -212,16 +212,6 @@ int pyhooks_add_function(struct pyhook_plan *plan, const char *binary, pid_t pid
 
 /* ---- finding the binaries ---- */
 
-void pyhooks_describe(const struct pyproc *py, char *buf, size_t len)
-{
-	const struct pyversion *v = pyproc_version(py);
-	char micro[16] = "";
-
-	if (v->micro >= 0)
-		snprintf(micro, sizeof(micro), ".%d", v->micro);
-	snprintf(buf, len, "CPython %d.%d%s in %s", v->major, v->minor, micro, pyproc_module(py)->path);
-}
-
 /* Runs the planner on t; on 1 and -1 what it planned is dropped. */
 static int plan_target(struct pyhook_plan *plan, const struct pyhook_planner *p,
 		       const struct pyhook_target *t, char *how, size_t howlen)
@@ -256,7 +246,7 @@ int pyhooks_plan_pids(struct pyhook_plan *plan, const pid_t *pids, int npids,
 			return -1;
 		}
 		kept = keep(p, py);
-		pyhooks_describe(py, what, sizeof(what));
+		pyproc_describe(py, false, what, sizeof(what));
 		t = (struct pyhook_target){ pyproc_module(py)->host_path, py, pids[i] };
 		r = plan_target(plan, p, &t, how, sizeof(how));
 		if (r > 0)
@@ -329,7 +319,7 @@ static int plan_running(struct pyhook_plan *plan, const struct pyhook_planner *p
 		return 0;
 	else
 		t = (struct pyhook_target){ stable_path(m, &st), py, -1 };
-	pyhooks_describe(py, what, sizeof(what));
+	pyproc_describe(py, false, what, sizeof(what));
 	r = plan_target(plan, p, &t, how, sizeof(how));
 	if (r < 0)
 		log_warn("%s (pid %d): not traced (see above)", what, pid);

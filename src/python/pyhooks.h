@@ -143,9 +143,6 @@ int pyhooks_plan_pids(struct pyhook_plan *plan, const pid_t *pids, int npids,
  */
 int pyhooks_plan_system(struct pyhook_plan *plan, const struct pyhook_planner *p);
 
-/* "CPython 3.11.2 in /usr/bin/python3.11" */
-void pyhooks_describe(const struct pyproc *py, char *buf, size_t len);
-
 /*
  * tool_text followed by the plan's USDT entry functions, as one malloc'd string
  * (the caller frees it); NULL when out of memory.

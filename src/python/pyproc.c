@@ -406,3 +406,15 @@ void pyproc_walk_config(const struct pyproc *p, struct pywalk_config *c)
 	c->co_code_adaptive = w32(o->co_code_adaptive);
 }
 
+void pyproc_describe(const struct pyproc *py, bool source, char *buf, size_t len)
+{
+	const struct pyversion *v = pyproc_version(py);
+	char micro[16] = "", from[48] = "";
+
+	if (v->micro >= 0)
+		snprintf(micro, sizeof(micro), ".%d", v->micro);
+	if (source)
+		snprintf(from, sizeof(from), " (%s)", v->source);
+	snprintf(buf, len, "CPython %d.%d%s%s in %s", v->major, v->minor, micro, from,
+		 pyproc_module(py)->path);
+}

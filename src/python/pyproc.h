@@ -61,6 +61,8 @@ struct pyversion {
 	const char *source;      /* "Py_Version", "_Py_DebugOffsets" or "file name" */
 };
 const struct pyversion *pyproc_version(const struct pyproc *p);
+/* "CPython 3.11.2 in /usr/bin/python3.11", with source: "CPython 3.11.2 (Py_Version) in ...". */
+void pyproc_describe(const struct pyproc *p, bool source, char *buf, size_t len);
 
 /* The ELF module (executable or shared library) that defines _PyRuntime. */
 struct pymodule {

@@ -35,19 +35,6 @@ void pytargets_free(struct pytargets *ts)
 	memset(ts, 0, sizeof(*ts));
 }
 
-void pytargets_describe(const struct pyproc *py, bool source, char *buf, size_t len)
-{
-	const struct pyversion *v = pyproc_version(py);
-	char micro[16] = "", from[48] = "";
-
-	if (v->micro >= 0)
-		snprintf(micro, sizeof(micro), ".%d", v->micro);
-	if (source)
-		snprintf(from, sizeof(from), " (%s)", v->source);
-	snprintf(buf, len, "CPython %d.%d%s%s in %s", v->major, v->minor, micro, from,
-		 pyproc_module(py)->path);
-}
-
 const char *pywalk_status_name(unsigned status)
 {
 	switch (status) {
@@ -115,7 +102,7 @@ static struct pytarget *append(struct pytargets *ts, pid_t pid, struct pyproc *p
 	ts->added++;
 	if (py && ts->announce) {
 		char what[700];
-		pytargets_describe(py, true, what, sizeof(what));
+		pyproc_describe(py, true, what, sizeof(what));
 		log_info("pid %d: %s", pid, what);
 	}
 	configure(ts, t);
@@ -297,51 +284,6 @@ void pytargets_add_children(struct pytargets *ts)
 	}
 	free(roots);
 	free(kids);
-}
-
-int pytargets_scan_system(struct pytargets *ts, void (*visit)(void *ctx, struct pytarget *t),
-			  void *ctx)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	int found = 0;
-
-	if (!d) {
-		log_error("cannot read /proc");
-		return -1;
-	}
-	while ((de = readdir(d))) {
-		struct pyproc_error err;
-		struct pytarget *t, spare;
-		pid_t pid;
-
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		pid = (pid_t)atoi(de->d_name);
-		if (pid == getpid())
-			continue;
-		if (!(t = pytargets_find(ts, pid))) {
-			struct pyproc *py = pyproc_open(pid, &err);
-			if (!py)
-				continue;
-			t = append(ts, pid, py, false);
-			if (!t) {
-				memset(&spare, 0, sizeof(spare));
-				spare.pid = pid;
-				spare.py = py;
-				t = &spare;
-			}
-		}
-		if (!t->py)
-			continue;
-		found++;
-		if (visit)
-			visit(ctx, t);
-		if (t == &spare)
-			target_close(t);
-	}
-	closedir(d);
-	return found;
 }
 
 int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog)

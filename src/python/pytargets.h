@@ -80,14 +80,6 @@ int pytargets_descendants(const pid_t *roots, int nroots, struct pychild *out, i
 void pytargets_add_children(struct pytargets *ts);
 
 /*
- * Every CPython process running now (but this one), added unwatched, each handed to
- * visit (also those that no longer fit in the set, as a target that is freed after
- * visit returns). Returns how many, or -1 when /proc cannot be read.
- */
-int pytargets_scan_system(struct pytargets *ts, void (*visit)(void *ctx, struct pytarget *t),
-			  void *ctx);
-
-/*
  * The stack walker (bpf_text/python.bpf.h) of prog gets the layout of every CPython
  * target, now and when added. 0, or -1 when one could not be configured (its py is
  * then NULL, said on stderr).
@@ -101,8 +93,6 @@ int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog);
  */
 bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns);
 
-/* "CPython 3.12.1 in PATH", with source "CPython 3.12.1 (Py_Version) in PATH". */
-void pytargets_describe(const struct pyproc *py, bool source, char *buf, size_t len);
 /* A walk's status (enum pywalk_status) as records name it: "complete", "truncated", "error: ...". */
 const char *pywalk_status_name(unsigned status);
 
