@@ -77,8 +77,8 @@ int pytargets_scan_system(struct pytargets *ts, void (*visit)(void *ctx, struct 
 
 /*
  * The stack walker (bpf_text/python.bpf.h) of prog gets the layout of every CPython
- * target, now and when added. 0, or -1 when one could not be configured (its py is
- * then NULL, said on stderr).
+ * target, now and when added. 0, or -1 when one could not be configured (said on
+ * stderr; that target's samples never come).
  */
 int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog);
 
