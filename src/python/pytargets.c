@@ -56,7 +56,7 @@ const char *pywalk_status_name(unsigned status)
 	return "error";
 }
 
-/* Gives the walker t's layout; false (t's py closed) when the map would not take it. */
+/* Gives the walker t's layout; false when the map would not take it (t gets no stacks). */
 static bool configure(struct pytargets *ts, struct pytarget *t)
 {
 	struct pywalk_config cfg;
@@ -68,12 +68,7 @@ static bool configure(struct pytargets *ts, struct pytarget *t)
 	fd = bpfprog_table_fd(ts->walker, "py_config");
 	if (fd >= 0 && bpf_update_elem(fd, &t->pid, &cfg, BPF_ANY) == 0)
 		return true;
-	log_error("cannot configure the stack walker for pid %d", t->pid);
-	target_close(t);
-	if (t->watched) {
-		t->watched = false;
-		ts->alive--;
-	}
+	log_error("cannot configure the stack walker for pid %d: its stacks are not shown", t->pid);
 	return false;
 }
 

@@ -81,8 +81,8 @@ void pytargets_add_children(struct pytargets *ts);
 
 /*
  * The stack walker (bpf_text/python.bpf.h) of prog gets the layout of every CPython
- * target, now and when added. 0, or -1 when one could not be configured (its py is
- * then NULL, said on stderr).
+ * target, now and when added. 0, or -1 when one could not be configured (said on
+ * stderr; that target's samples never come).
  */
 int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog);
 
