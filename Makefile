@@ -43,7 +43,7 @@ DEB_BUILD := make gcc clang pkg-config libbpfcc-dev libbpf-dev libjansson-dev li
 	zlib1g-dev linux-headers-amd64 mandoc
 DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc-tools bpftool \
 	binutils patchelf python3-gunicorn wrk uwsgi-core uwsgi-plugin-python3 python3.11 procps \
-	util-linux debootstrap
+	util-linux debootstrap jq groff-base
 
 # Debian's interpreter: pytest is its package (a pyenv python3 may come first on PATH).
 PYTEST ?= /usr/bin/python3 -m pytest

@@ -2,6 +2,8 @@
 (docs must not drift)."""
 import glob
 import os
+import re
+import shlex
 import shutil
 
 import pytest
@@ -74,3 +76,38 @@ def test_man_page_lints_clean(page):
     res = run(["mandoc", "-T", "lint", "-W", "warning", os.path.join(ROOT, page)], check=False)
     assert res.returncode == 0 and not res.stdout.strip() and not res.stderr.strip(), \
         "%s:\n%s%s" % (page, res.stdout, res.stderr)
+
+
+def rendered_examples(tool, width):
+    """The EXAMPLES section of TOOL.8 as mandoc renders it (overstrikes removed)."""
+    out = run(["mandoc", "-T", "utf8", "-O", "width=%d" % width,
+               os.path.join(ROOT, "man", "man8", tool + ".8")]).stdout
+    text = re.sub(".\b", "", out)
+    return text[text.index("\nEXAMPLES\n"):text.index("\nFIELDS\n")]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_example_commands_survive_rendering(tool):
+    """A command pasted from the rendered page runs: its quotes are kept, nothing is hyphenated,
+    the shell parses it, and every jq filter in it compiles."""
+    for width in (60, 70, 78):  # man(1) renders with groff, which hyphenates (mandoc does not)
+        out = run(["groff", "-man", "-Tutf8", "-rLL=%dn" % width,
+                   os.path.join(ROOT, "man", "man8", tool + ".8")]).stdout
+        text = re.sub(".\b", "", out)
+        assert "\u2010" not in text[text.index("\nEXAMPLES\n"):text.index("\nFIELDS\n")], \
+            "hyphenated in EXAMPLES at width %d" % width
+    cmds = [l.strip() for l in rendered_examples(tool, 1000).splitlines()
+            if l.strip().startswith(tool + " ") or l.strip() == tool]
+    assert cmds, "no %s command in EXAMPLES" % tool
+    for cmd in cmds:
+        r = run(["bash", "-n", "-c", cmd], check=False)
+        assert r.returncode == 0, (cmd, r.stderr)
+        lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+        for i, w in enumerate(words):
+            if w == "jq":
+                args = [a for a in words[i + 1:] if not a.startswith("-")]
+                # compile only: errors of running it on null are caught, syntax errors are not
+                r = run(["jq", "-n", "try (%s) catch empty" % args[0]], check=False)
+                assert r.returncode == 0, (cmd, r.stderr)
