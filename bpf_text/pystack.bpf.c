@@ -37,6 +37,14 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		st = py_walk_frames(cfg, tstate, s->frames, &s->depth);
 	s->status = st;
 	depth = s->depth;
+	/*
+	 * A thread state without frames (a thread starting, or the interpreter freeing its
+	 * objects after the last frame returned) is not a Python stack: counted, not sent.
+	 */
+	if (st == PYWALK_COMPLETE && depth == 0) {
+		counter_add(PYSTACK_CNT_NO_FRAMES, 1);
+		return 0;
+	}
 	if (st == PYWALK_COMPLETE || st == PYWALK_TRUNCATED)
 		counter_add(PYSTACK_CNT_PYTHON, 1);
 	if (st == PYWALK_TRUNCATED)

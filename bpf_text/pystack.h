@@ -10,6 +10,7 @@
 	X(PYSTACK_CNT_SAMPLES, "samples", "samples that interrupted a target thread")               \
 	X(PYSTACK_CNT_PYTHON, "python_stacks", "of these, samples with a Python stack")             \
 	X(PYSTACK_CNT_IDLE, "idle", "samples of target threads without a Python thread state")      \
+	X(PYSTACK_CNT_NO_FRAMES, "no_frames", "samples of a Python thread with no frame (starting, finishing)") \
 	X(PYSTACK_CNT_TRUNCATED, "truncated", "stacks deeper than --max-depth")                     \
 	X(PYSTACK_CNT_ERRORS, "errors", "samples whose thread list or frames could not be read")
 enum pystack_counter { PYSTACK_COUNTERS(PYEBPF_COUNTER_ID) PYSTACK_CNT_MAX };

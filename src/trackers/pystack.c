@@ -251,8 +251,8 @@ static void on_sample(void *ctx, void *data, int size)
 	if (size < (int)head)
 		return;
 	depth = pyframes_depth(s->depth, size, head);
-	if (s->status != PYWALK_COMPLETE && s->status != PYWALK_TRUNCATED && depth == 0)
-		return; /* counted in BPF; nothing to show */
+	if (depth == 0)
+		return; /* no frames (counted in BPF as idle, no_frames or errors): nothing to show */
 	pt = pytargets_find(&ps->targets, (pid_t)s->task.pid);
 	if (!pt || !pt->py)
 		return;

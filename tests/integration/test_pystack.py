@@ -513,3 +513,36 @@ def test_usage_errors():
         res = run([tool_path("pystack")] + args, check=False)
         assert res.returncode == 2, (args, res.stderr)
         assert res.stderr.startswith("pystack: "), res.stderr
+
+
+def test_samples_without_frames_are_counted_not_printed(pystack):
+    """At exit the interpreter frees its objects after the last frame returned: those
+    samples are no Python stacks (no py_stack record, counted as no_frames)."""
+    script = os.path.join(TARGETS, "py_exit_freeing.py")
+    p = subprocess.Popen(["/usr/bin/python3.11", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        t = pystack([p.pid], "-F", "499")
+        cpu0 = cpu = cpu_seconds(p.pid)
+        p.stdin.close()  # from here on it only frees memory, with no frame on its stack
+        deadline = time.time() + 60
+        while p.poll() is None and time.time() < deadline:
+            cpu = cpu_seconds(p.pid) if os.path.exists("/proc/%d/stat" % p.pid) else cpu
+            time.sleep(0.01)
+        p.wait(timeout=60)
+        t.stop()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert t.returncode == 0, t.stderr
+    freeing = cpu - cpu0
+    stacks = [e for e in t.events("py_stack") if e["pid"] == p.pid]
+    for e in stacks:
+        assert e["stack_depth"] > 0 and e["leaf_file"] and e["leaf_line"] > 0, e
+    [summary] = t.events("pystack_summary")
+    assert summary["python_stacks"] == len(stacks)
+    # the freeing took CPU the kernel accounted: a good share of its 499 Hz samples
+    assert freeing > 0.1, "the target freed too fast to judge (%.2f s)" % freeing
+    assert summary["no_frames"] >= 0.3 * freeing * 499, (summary, freeing)
+    assert summary["samples"] == (summary["python_stacks"] + summary["idle"]
+                                  + summary["no_frames"] + summary["errors"])
