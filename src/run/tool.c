@@ -4,13 +4,6 @@
 #include "runner.h"
 #include "sink.h"
 
-static int on_option(int id, const char *arg, void *ctx)
-{
-	struct tracker *t = ctx;
-
-	return t->ops->option ? t->ops->option(t, id, arg) : -1;
-}
-
 int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int argc, char **argv)
 {
 	struct common_opts common = { 0 };
@@ -19,8 +12,7 @@ int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int arg
 
 	if (!t)
 		return EXIT_RUNTIME;
-	if (opts_parse(doc, ops->options, argc, argv, &common, on_option, t) < 0 ||
-	    (ops->check && ops->check(t))) {
+	if (tracker_parse_args(t, doc, &common, argc, argv)) {
 		tracker_free(t);
 		return EXIT_USAGE;
 	}

@@ -16,6 +16,21 @@ struct tracker *tracker_new(const struct tracker_ops *ops, const struct common_o
 	return t;
 }
 
+static int on_option(int id, const char *arg, void *ctx)
+{
+	struct tracker *t = ctx;
+
+	return t->ops->option ? t->ops->option(t, id, arg) : -1;
+}
+
+int tracker_parse_args(struct tracker *t, const struct tool_doc *doc, struct common_opts *common,
+		       int argc, char **argv)
+{
+	if (opts_parse(doc, t->ops->options, argc, argv, common, on_option, t) < 0)
+		return -1;
+	return t->ops->check ? t->ops->check(t) : 0;
+}
+
 void tracker_free(struct tracker *t)
 {
 	if (!t)

@@ -66,6 +66,12 @@ struct tracker {
 
 /* A new tracker of ops with its defaults (init), or NULL when out of memory. */
 struct tracker *tracker_new(const struct tracker_ops *ops, const struct common_opts *common);
+/*
+ * A tool's command line into t (its own options) and common (the shared ones), then
+ * its check. 0, or -1 after a usage error message (the tool exits 2).
+ */
+int tracker_parse_args(struct tracker *t, const struct tool_doc *doc, struct common_opts *common,
+		       int argc, char **argv);
 /* destroy, then the parts every tracker has. */
 void tracker_free(struct tracker *t);
 

@@ -382,14 +382,12 @@ static void snapshot(struct hostnet *h)
 	uint64_t start = time_mono_ns();
 	json_t *o = json_object(), *warnings = json_array();
 	struct counters cur;
-	char when[40];
 	size_t i;
 	json_t *w;
 
 	read_counters(h, &cur);
-	time_format_mono_ns(cur.mono_ns, when, sizeof(when));
 	json_set_str(o, "metric", snapshot_schema.metric);
-	json_set_str(o, "time", when);
+	record_set_time(o, cur.mono_ns);
 	json_set_real(o, "interval_s", (double)(cur.mono_ns - h->prev.mono_ns) / 1e9);
 	add_sockets(h, o, warnings);
 	add_interface(h, &cur, o, warnings);

@@ -31,13 +31,6 @@ static const struct tracker_ops *find(const char *name)
 	return NULL;
 }
 
-static int on_option(int id, const char *arg, void *ctx)
-{
-	struct tracker *t = ctx;
-
-	return t->ops->option ? t->ops->option(t, id, arg) : -1;
-}
-
 /* argv[0] names the tracker, the rest are its options. */
 static struct tracker *parse(int argc, char **argv, struct common_opts *common)
 {
@@ -51,8 +44,7 @@ static struct tracker *parse(int argc, char **argv, struct common_opts *common)
 	}
 	if (!(t = tracker_new(ops, common)))
 		return NULL;
-	if (opts_parse(&doc, ops->options, argc, argv, common, on_option, t) < 0 ||
-	    (ops->check && ops->check(t))) {
+	if (tracker_parse_args(t, &doc, common, argc, argv)) {
 		tracker_free(t);
 		return NULL;
 	}
