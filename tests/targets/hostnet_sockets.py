@@ -27,8 +27,10 @@ def listener(family, addr, port):
     return s
 
 
-def pair(lst, family, addr, port):
+def pair(lst, family, addr, port, local_port=0):
     c = socket.socket(family, socket.SOCK_STREAM)
+    if local_port:
+        c.bind((addr, local_port))
     c.connect((addr, port))
     s, _ = lst.accept()
     return c, s
@@ -53,9 +55,11 @@ for fam, key in ((4, "tw4"), (6, "tw6")):
         s.close()
 
 # TIME_WAIT on the server side: the server closes first; each one leads to its own
-# client port, so these are as many destinations
-for _ in range(spec.get("tw_server_first", 0)):
-    c, s = pair(*where[4])
+# client port, so these are as many destinations. The client ports are chosen here,
+# below the ephemeral range: a client port picked by the kernel may come round again,
+# and a SYN from it takes over the server's TIME_WAIT socket, so the count would drop.
+for i in range(spec.get("tw_server_first", 0)):
+    c, s = pair(*where[4], local_port=10000 + i)
     s.close()
     assert c.recv(1) == b""
     c.close()
