@@ -206,6 +206,41 @@ static __always_inline void owner_learn(u64 sk, bool only_if_new)
 
 /* ---- the events ---- */
 
+#ifdef HAVE_RETRANS_ERR
+/*
+ * Since 6.13 the tracepoint fires for every attempt, at the end of
+ * __tcp_retransmit_skb (net/ipv4/tcp_output.c). An attempt given up early (err < 0:
+ * the previous copy still in the host's queue, no window, no memory, no route) is
+ * counted nowhere. Past that point the kernel adds the segments to TcpRetransSegs
+ * and to tcp_sock.total_retrans, then transmits; a copy the local stack dropped
+ * (err > 0 from the device, or err < 0 from netfilter, a clone failure...) is also
+ * added to TCPRetransFail. err alone cannot tell the two kinds of err < 0 apart, but
+ * total_retrans grows only on the counted path: each socket's value at its previous
+ * attempt tells. tcp_rtx_synack of a fast-open socket and tcp_disconnect also change
+ * it, rarely enough to ignore.
+ */
+BPF_TABLE("lru_hash", u64, u32, retrans_seen, 65536); /* by sock: total_retrans last seen */
+
+/* The early returns of __tcp_retransmit_skb, for a socket without a previous attempt. */
+static __always_inline bool early_errno(int err)
+{
+	return err == -16 /* EBUSY */ || err == -11 /* EAGAIN */ || err == -22 /* EINVAL */ ||
+	       err == -12 /* ENOMEM */ || err == -113 /* EHOSTUNREACH */;
+}
+
+/* Whether the kernel counted this attempt in TcpRetransSegs. */
+static __always_inline bool retrans_counted(u64 sk, int err)
+{
+	u32 total = read_u32((const void *)sk + OFF_TCP_SOCK_TOTAL_RETRANS), *seen;
+	bool counted;
+
+	seen = retrans_seen.lookup(&sk);
+	counted = seen ? total != *seen : err >= 0 || !early_errno(err);
+	retrans_seen.update(&sk, &total);
+	return counted;
+}
+#endif
+
 TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)
 {
 	u64 sk = (u64)args->skaddr;
@@ -214,23 +249,22 @@ TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)
 	struct sock_addrs a = {};
 	u16 segs = 0;
 
+	ADDRS_FROM_ARGS(a, args);
+	if (!event_init(&ev, TCPLOSS_RETRANSMIT, sk, &a))
+		return 0;
 	/* tcp_skb_pcount(): TCP_SKB_CB(skb)->tcp_gso_segs, in skb->cb */
 	bpf_probe_read_kernel(&segs, sizeof(segs), skb + OFF_SK_BUFF_CB + OFF_TCP_SKB_CB_GSO_SEGS);
 #ifdef HAVE_RETRANS_ERR
-	/*
-	 * Since 6.13 the tracepoint also fires for attempts that were given up (err < 0,
-	 * mostly before the kernel counts anything). err > 0 is NET_XMIT_DROP from the local
-	 * device after the kernel counted the segments in TcpRetransSegs: a retransmission.
-	 */
-	if (args->err < 0) {
+	if (!retrans_counted(sk, args->err)) {
 		counter_add(TCPLOSS_CNT_RETRANS_FAILED, 1);
 		counter_add(TCPLOSS_CNT_RETRANS_FAILED_SEGS, segs);
 		return 0;
 	}
+	if (args->err) {
+		counter_add(TCPLOSS_CNT_RETRANS_DROPPED, 1);
+		counter_add(TCPLOSS_CNT_RETRANS_DROPPED_SEGS, segs);
+	}
 #endif
-	ADDRS_FROM_ARGS(a, args);
-	if (!event_init(&ev, TCPLOSS_RETRANSMIT, sk, &a))
-		return 0;
 	ev.segments = segs;
 	read_ctx(&ev, sk);
 	conn_count(&ev);
@@ -383,6 +417,9 @@ TRACEPOINT_PROBE(tcp, tcp_destroy_sock)
 	}
 	owners.delete(&sk);
 	ca_states.delete(&sk);
+#ifdef HAVE_RETRANS_ERR
+	retrans_seen.delete(&sk);
+#endif
 	return 0;
 }
 

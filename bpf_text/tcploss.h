@@ -5,7 +5,7 @@
 #include "pyebpf.h"
 
 enum tcploss_kind {
-	TCPLOSS_RETRANSMIT = 1,     /* tcp:tcp_retransmit_skb the kernel counted (err >= 0) */
+	TCPLOSS_RETRANSMIT = 1,     /* tcp:tcp_retransmit_skb the kernel counted in TcpRetransSegs */
 	TCPLOSS_LOSS = 2,           /* tcp:tcp_cong_state_set entering TCP_CA_Loss (an RTO) */
 	TCPLOSS_RESET_SENT = 3,     /* tcp:tcp_send_reset */
 	TCPLOSS_RESET_RECEIVED = 4, /* tcp:tcp_receive_reset */
@@ -19,10 +19,13 @@ enum tcploss_kind {
  * because the summary puts them in two places.
  */
 #define TCPLOSS_RETRANS_COUNTERS(X)                                                               \
+	X(TCPLOSS_CNT_RETRANS_DROPPED, "retransmit_dropped",                                      \
+	  "retransmit events whose copy the local stack dropped after the kernel counted it")    \
+	X(TCPLOSS_CNT_RETRANS_DROPPED_SEGS, "retransmit_dropped_segments",                        \
+	  "their segments (the kernel's TCPRetransFail)")                                         \
 	X(TCPLOSS_CNT_RETRANS_FAILED, "retransmit_failed",                                        \
-	  "retransmit attempts the kernel gave up on (err < 0)")                                  \
-	X(TCPLOSS_CNT_RETRANS_FAILED_SEGS, "retransmit_failed_segments",                          \
-	  "their segments (not in TcpRetransSegs when err came early)")
+	  "retransmit attempts given up before sending: no event, in no kernel counter")          \
+	X(TCPLOSS_CNT_RETRANS_FAILED_SEGS, "retransmit_failed_segments", "their segments")
 #define TCPLOSS_MAP_COUNTERS(X) \
 	X(TCPLOSS_CNT_MAP_FULL, "map_full", "a tracking map was full: an episode or a connection was not followed")
 #define TCPLOSS_COUNTERS(X) TCPLOSS_RETRANS_COUNTERS(X) TCPLOSS_MAP_COUNTERS(X)
