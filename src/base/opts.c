@@ -57,6 +57,11 @@ int opts_parse_double(const char *name, const char *arg, double min, double max,
 	return 0;
 }
 
+int opts_parse_seconds(const char *name, const char *arg, double *out)
+{
+	return opts_parse_double(name, arg, 0.001, 1e9, out);
+}
+
 static int add_pids(struct common_opts *c, const char *arg)
 {
 	char buf[1024], *tok, *save = NULL;
@@ -85,8 +90,6 @@ static int add_pids(struct common_opts *c, const char *arg)
 /* Returns 1 when the option is a shared one (handled), 0 when it is the tool's, -1 on error. */
 static int handle_common(struct common_opts *c, int id, const char *arg)
 {
-	unsigned long v;
-
 	switch (id) {
 	case OPT_PID:
 		return add_pids(c, arg) ? -1 : 1;
@@ -94,10 +97,7 @@ static int handle_common(struct common_opts *c, int id, const char *arg)
 		c->env = arg;
 		return 1;
 	case OPT_DURATION:
-		if (opts_parse_ulong("duration", arg, 1, UINT_MAX, &v))
-			return -1;
-		c->duration_s = (unsigned)v;
-		return 1;
+		return opts_parse_seconds("duration", arg, &c->duration_s) ? -1 : 1;
 	case OPT_JSON:
 		c->json = true;
 		return 1;
@@ -121,8 +121,8 @@ void opts_print_help(FILE *f, const struct tool_doc *doc, const struct opt *tabl
 {
 	const struct opt *o;
 
-	fprintf(f, "Usage: %s [OPTIONS]%s%s\n%s\n\nOptions:\n", doc->name,
-		doc->operands ? " " : "", doc->operands ? doc->operands : "", doc->summary);
+	fprintf(f, "Usage: %s [OPTIONS] %s\n%s\n\nOptions:\n", doc->name,
+		doc->operands ? doc->operands : "[DURATION]", doc->summary);
 	for (o = table; o->name; o++) {
 		char left[64];
 		int n = snprintf(left, sizeof(left), "%c%c%s--%s%s%s", o->shortname ? '-' : ' ',
@@ -179,7 +179,15 @@ int opts_parse(const struct tool_doc *doc, const struct opt *table, int argc, ch
 		if (r == 0 && (!handler || handler(c, optarg, ctx)))
 			return -1;
 	}
-	if (!doc->operands && optind < argc)
-		return opts_usage_error("unexpected argument '%s'", argv[optind]);
+	/* as with BCC's profile: `tool -p 42 10` traces for 10 seconds */
+	if (!doc->operands && optind < argc) {
+		if (optind + 1 < argc)
+			return opts_usage_error("unexpected argument '%s'", argv[optind + 1]);
+		if (common->duration_s)
+			return opts_usage_error("a duration given twice: -d and '%s'", argv[optind]);
+		if (opts_parse_seconds("duration", argv[optind], &common->duration_s))
+			return -1;
+		optind++;
+	}
 	return optind;
 }

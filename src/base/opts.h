@@ -31,7 +31,7 @@ enum {
 
 #define OPT_ENTRY_PID { OPT_PID, 'p', "pid", "PID", "trace this process only (repeatable, or a comma list)" }
 #define OPT_ENTRY_ENV { OPT_ENV, 'e', "env", "NAME", "tag every event with env=NAME" }
-#define OPT_ENTRY_DURATION { OPT_DURATION, 'd', "duration", "SECONDS", "stop after SECONDS (default: until Ctrl-C)" }
+#define OPT_ENTRY_DURATION { OPT_DURATION, 'd', "duration", "SECONDS", "stop after SECONDS, fractions allowed; also a last operand (default: until Ctrl-C)" }
 #define OPT_ENTRY_JSON { OPT_JSON, 'j', "json", NULL, "print one JSON object per line" }
 #define OPT_ENTRY_KHEADERS { OPT_KHEADERS, 0, "kernel-headers", "DIR", "compile against the kernel headers in DIR" }
 #define OPT_ENTRY_EBPF { OPT_EBPF, 0, "ebpf", NULL, "print the BPF program text and exit" }
@@ -53,7 +53,7 @@ enum {
 struct tool_doc {
 	const char *name;     /* tool name, also the message prefix */
 	const char *summary;  /* one line: what it answers */
-	const char *operands; /* after [OPTIONS] in the usage line; NULL: the tool takes none */
+	const char *operands; /* after [OPTIONS] in the usage line; NULL: only [DURATION] */
 	const char *examples; /* lines of "  tool -x    # what it does" */
 };
 
@@ -64,7 +64,7 @@ struct common_opts {
 	pid_t pids[MAX_PIDS];
 	int npids;
 	const char *env;
-	unsigned duration_s; /* 0: until a signal */
+	double duration_s; /* -d or the operand; 0: until a signal */
 	bool json;
 	const char *kernel_headers;
 	bool print_ebpf;
@@ -87,6 +87,12 @@ void opts_print_help(FILE *f, const struct tool_doc *doc, const struct opt *tabl
 int opts_parse_ulong(const char *name, const char *arg, unsigned long min, unsigned long max,
 		     unsigned long *out);
 int opts_parse_double(const char *name, const char *arg, double min, double max, double *out);
+
+/*
+ * A time in seconds as every tool takes it (-d, -i and the duration operand):
+ * fractions allowed, from 1 ms to about 31 years.
+ */
+int opts_parse_seconds(const char *name, const char *arg, double *out);
 
 /* A usage error about option NAME; prints and returns -1. */
 int opts_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

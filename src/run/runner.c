@@ -140,7 +140,7 @@ int runner_run(struct tracker *const *trackers, int n, const struct common_opts 
 		if (trackers[i]->ops->start(trackers[i]))
 			return EXIT_RUNTIME;
 	if (common->duration_s)
-		deadline_ns = time_mono_ns() + (uint64_t)common->duration_s * 1000000000ull;
+		deadline_ns = time_mono_ns() + (uint64_t)(common->duration_s * 1e9);
 	say_started(trackers, n);
 
 	if (loop(trackers, n, deadline_ns, sink) == 0)

@@ -185,7 +185,7 @@ static int option(struct tracker *t, int id, const char *arg)
 
 	switch (id) {
 	case OPT_INTERVAL:
-		return opts_parse_double("interval", arg, 0.001, 86400.0, &h->interval_s);
+		return opts_parse_seconds("interval", arg, &h->interval_s);
 	case OPT_COUNT:
 		return opts_parse_ulong("count", arg, 1, MAX_NUMBER, &h->count);
 	case OPT_INTERFACE:

@@ -103,7 +103,8 @@ static const struct schema *const schemas[] = { &sample_schema, &function_schema
 
 struct pystack {
 	struct tracker base;
-	unsigned long freq, interval_s, max_depth;
+	unsigned long freq, max_depth;
+	double interval_s;
 	bool children, folded, per_thread;
 	struct pytargets targets;
 	struct stackagg agg;      /* folded stacks, or the top table's functions */
@@ -133,7 +134,7 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_FREQ:
 		return opts_parse_ulong("frequency", arg, 1, 10000, &ps->freq);
 	case OPT_INTERVAL:
-		return opts_parse_ulong("interval", arg, 1, 86400, &ps->interval_s);
+		return opts_parse_seconds("interval", arg, &ps->interval_s);
 	case OPT_MAX_DEPTH:
 		return opts_parse_ulong("max-depth", arg, 1, PYWALK_DEPTH_LIMIT, &ps->max_depth);
 	case OPT_CHILDREN:
@@ -352,7 +353,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pystack *ps = (struct pystack *)t;
 
 	t->done = pytargets_refresh(&ps->targets, now_ns);
-	if (!t->done && ps->interval_s && now_ns - ps->last_report_ns >= ps->interval_s * 1000000000ull) {
+	if (!t->done && ps->interval_s && (double)(now_ns - ps->last_report_ns) >= ps->interval_s * 1e9) {
 		ps->last_report_ns = now_ns;
 		report(ps);
 	}

@@ -143,7 +143,7 @@ static int option(struct tracker *t, int id, const char *arg)
 		l->connections = true;
 		return 0;
 	case OPT_INTERVAL:
-		return opts_parse_double("interval", arg, 0.001, 86400.0, &l->interval_s);
+		return opts_parse_seconds("interval", arg, &l->interval_s);
 	}
 	return -1;
 }

@@ -109,3 +109,38 @@ def test_without_privileges_the_one_message_is_the_privileges(tool):
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert r.stderr.splitlines() == [
         "%s: needs root, or the capabilities CAP_BPF and CAP_PERFMON (run with sudo)" % tool], r.stderr
+
+
+INTERVAL_TOOLS = [t for t in TOOLS if ("i", "interval") in help_options(t)]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_duration_operand_with_a_fraction_ends_the_run(tool):
+    """BCC's habit `profile -p 42 10`: a last operand is the duration, and fractions count."""
+    pid = ["-p", str(os.getpid())] if tool in PID_TOOLS else []
+    p, early = start_ready([tool_path(tool), "-j"] + pid + ["0.5"])
+    t0 = time.time()
+    out, err = p.communicate(timeout=60)
+    took = time.time() - t0
+    assert p.returncode == 0, (early + err).decode(errors="replace")
+    assert took < 0.5 + 3  # from the banner: start-up is not in it; wide margin for a busy host
+    assert b"summary" in early + err or out
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_duration_given_twice_is_a_usage_error(tool):
+    r = run([tool_path(tool), "-d", "1", "2"], check=False)
+    assert r.returncode == 2 and "duration given twice" in r.stderr, r
+
+
+def test_the_interval_tools_are_found():
+    assert {"pystack", "tcploss", "hostnet"} <= set(INTERVAL_TOOLS)
+
+
+@pytest.mark.parametrize("tool", INTERVAL_TOOLS)
+def test_interval_takes_the_same_seconds_in_every_tool(tool):
+    """-i 0.25 is a quarter second everywhere; what is refused is refused in the same words."""
+    assert run([tool_path(tool), "-i", "0.25", "--fields"], check=False).returncode == 0
+    bad = run([tool_path(tool), "-i", "0", "--fields"], check=False)
+    assert bad.returncode == 2
+    assert "invalid --interval '0': expected a number from 0.001 to 1e+09" in bad.stderr, bad.stderr

@@ -116,6 +116,26 @@ static void opts_parse_fills_common_and_tool_options(void **state)
 	assert_int_equal(min_us, 42);
 }
 
+/* BCC's habits: `tool -p 42 10`, `-d 0.5` */
+static void opts_parse_takes_fractional_and_positional_durations(void **state)
+{
+	char *frac[] = { "unittool", "-d", "0.5", NULL };
+	char *positional[] = { "unittool", "-j", "2.5", NULL };
+	char *twice[] = { "unittool", "-d", "1", "2", NULL };
+	char *two[] = { "unittool", "1", "2", NULL };
+	struct common_opts c = { 0 };
+	(void)state;
+	assert_int_equal(opts_parse(&doc, table, 3, frac, &c, take_min_us, NULL), 3);
+	assert_true(c.duration_s == 0.5);
+	c = (struct common_opts){ 0 };
+	assert_int_equal(opts_parse(&doc, table, 3, positional, &c, take_min_us, NULL), 3);
+	assert_true(c.duration_s == 2.5 && c.json);
+	c = (struct common_opts){ 0 };
+	assert_int_equal(opts_parse(&doc, table, 4, twice, &c, take_min_us, NULL), -1);
+	c = (struct common_opts){ 0 };
+	assert_int_equal(opts_parse(&doc, table, 3, two, &c, take_min_us, NULL), -1);
+}
+
 static void opts_parse_rejects_bad_input(void **state)
 {
 	char *unknown[] = { "unittool", "--nope", NULL };
@@ -138,7 +158,7 @@ static void opts_help_lists_every_option(void **state)
 	(void)state;
 	opts_print_help(f, &doc, table);
 	fclose(f);
-	assert_non_null(strstr(buf, "Usage: unittool [OPTIONS]\n"));
+	assert_non_null(strstr(buf, "Usage: unittool [OPTIONS] [DURATION]\n"));
 	assert_non_null(strstr(buf, "  -p, --pid PID "));
 	assert_non_null(strstr(buf, "      --min-us US "));
 	assert_non_null(strstr(buf, "  -j, --json "));
@@ -256,6 +276,7 @@ int main(void)
 		cmocka_unit_test(inet_formats_both_families_and_mapped),
 		cmocka_unit_test(opts_numbers_are_range_checked),
 		cmocka_unit_test(opts_parse_fills_common_and_tool_options),
+		cmocka_unit_test(opts_parse_takes_fractional_and_positional_durations),
 		cmocka_unit_test(opts_parse_rejects_bad_input),
 		cmocka_unit_test(opts_help_lists_every_option),
 		cmocka_unit_test(kheaders_builtin_set_is_usable),
