@@ -54,7 +54,7 @@ static const struct opt options[] = {
 static const struct field snapshot_fields[] = {
 	FIELD_METRIC,
 	FIELD_TIME(1),
-	{ "interval_s", FIELD_REAL, "s", "seconds since the previous snapshot (or the start)", 0, NULL, 0, NULL },
+	{ "interval_s", FIELD_REAL, "s", "seconds since the previous snapshot; null on the first", 0, NULL, 0, NULL },
 	{ "established_inbound", FIELD_INT, NULL, "ESTABLISHED sockets whose local port is a listening port", 2, "EST_IN", 6, NULL },
 	{ "established_outbound", FIELD_INT, NULL, "the other ESTABLISHED sockets", 3, "EST_OUT", 7, NULL },
 	STATE_FIELD("listen", "listening TCP sockets"),
@@ -73,21 +73,24 @@ static const struct field snapshot_fields[] = {
 	STATE_FIELD("port_range_size", "ports in net.ipv4.ip_local_port_range"),
 	{ "port_util_pct", FIELD_REAL, "%", "ephemeral_sockets over port_range_size", 9, "PORT%", 7, NULL },
 	{ "interface", FIELD_STR, NULL, "the interface of the counters; null without one", 0, NULL, 0, NULL },
-	DELTA_FIELD("delta_bw_in", "rise of bw_in_allowance_exceeded; null when absent", 13, "BW_IN", 5),
-	DELTA_FIELD("delta_bw_out", "rise of bw_out_allowance_exceeded; null when absent", 14, "BW_OUT", 6),
-	DELTA_FIELD("delta_pps", "rise of pps_allowance_exceeded; null when absent", 15, "PPS", 5),
-	DELTA_FIELD("delta_conntrack", "rise of conntrack_allowance_exceeded; null when absent", 16, "CT", 4),
+	/* the cloud NIC's counters of packets over its allowance (ENA's names), not traffic */
+	DELTA_FIELD("delta_bw_in_allowance_exceeded", "rise of bw_in_allowance_exceeded; null when absent", 15, "BWIN_EXC", 8),
+	DELTA_FIELD("delta_bw_out_allowance_exceeded", "rise of bw_out_allowance_exceeded; null when absent", 16, "BWOUT_EXC", 9),
+	DELTA_FIELD("delta_pps_allowance_exceeded", "rise of pps_allowance_exceeded; null when absent", 17, "PPS_EXC", 7),
+	DELTA_FIELD("delta_conntrack_allowance_exceeded", "rise of conntrack_allowance_exceeded; null when absent", 18, "CT_EXC", 6),
 	{ "delta_rx_bytes", FIELD_INT, "bytes", "bytes received in the interval", 0, NULL, 0, NULL },
 	{ "delta_tx_bytes", FIELD_INT, "bytes", "bytes sent", 0, NULL, 0, NULL },
-	DELTA_FIELD("delta_rx_packets", "packets received", 10, "RX_PKTS", 8),
-	DELTA_FIELD("delta_tx_packets", "packets sent", 11, "TX_PKTS", 8),
-	DELTA_FIELD("delta_rx_dropped", "received packets dropped", 12, "RX_DROP", 7),
+	{ "rx_bytes_per_s", FIELD_REAL, "bytes/s", "delta_rx_bytes over interval_s", 10, "RX_B/S", 10, "%.0f" },
+	{ "tx_bytes_per_s", FIELD_REAL, "bytes/s", "delta_tx_bytes over interval_s", 11, "TX_B/S", 10, "%.0f" },
+	DELTA_FIELD("delta_rx_packets", "packets received", 12, "RX_PKTS", 8),
+	DELTA_FIELD("delta_tx_packets", "packets sent", 13, "TX_PKTS", 8),
+	DELTA_FIELD("delta_rx_dropped", "received packets dropped", 14, "RX_DROP", 7),
 	DELTA_FIELD("delta_tx_dropped", "packets dropped on the way out", 0, NULL, 0),
 	DELTA_FIELD("delta_rx_errors", "receive errors", 0, NULL, 0),
 	DELTA_FIELD("delta_tx_errors", "transmit errors", 0, NULL, 0),
 	STATE_FIELD("conntrack_count", "nf_conntrack entries; null without nf_conntrack"),
 	STATE_FIELD("conntrack_max", "nf_conntrack's limit; null without nf_conntrack"),
-	{ "fd_usage_json", FIELD_STR, NULL, "fd usage per --procs name, as a JSON text", 0, NULL, 0, NULL },
+	{ "fd_usage_json", FIELD_STR, NULL, "fd usage per --procs name, as the JSON text of a list", 0, NULL, 0, NULL },
 	{ "warnings", FIELD_ARRAY, NULL, "\"kind: detail\" strings; empty when all is well", 0, NULL, 0, NULL },
 	{ "snapshot_ms", FIELD_REAL, "ms", "how long taking the snapshot took", 0, NULL, 0, NULL },
 	FIELD_ENV,
@@ -103,7 +106,7 @@ static const struct field summary_fields[] = {
 	FIELD_END,
 };
 
-static const struct schema snapshot_schema = { "host_net", SCHEMA_EVENT, snapshot_fields };
+static const struct schema snapshot_schema = { "host_net_health", SCHEMA_EVENT, snapshot_fields };
 static const struct schema summary_schema = { "host_net_summary", SCHEMA_SUMMARY, summary_fields };
 static const struct schema *const schemas[] = { &snapshot_schema, &summary_schema, NULL };
 
@@ -114,7 +117,8 @@ static const char *const allowance_names[ALLOW_N] = {
 	"conntrack_allowance_exceeded",
 };
 static const char *const allowance_keys[ALLOW_N] = {
-	"delta_bw_in", "delta_bw_out", "delta_pps", "delta_conntrack",
+	"delta_bw_in_allowance_exceeded", "delta_bw_out_allowance_exceeded",
+	"delta_pps_allowance_exceeded", "delta_conntrack_allowance_exceeded",
 };
 
 #define MAX_PROCS 32
@@ -304,15 +308,17 @@ static void add_sockets(struct hostnet *h, json_t *o, json_t *warnings)
 		     c.max_time_wait_one_dst, c.max_time_wait_dst, h->warn_time_wait_dst);
 }
 
+/* Deltas and rates over the interval: null in the first snapshot, which has none. */
 static void add_interface(struct hostnet *h, const struct counters *cur, json_t *o, json_t *warnings)
 {
 	const struct counters *prev = &h->prev;
-	bool ok = prev->if_ok && cur->if_ok;
+	bool first = h->snapshots == 0, ok = !first && prev->if_ok && cur->if_ok;
 	const struct ifstats *a = &prev->ifs, *b = &cur->ifs;
+	double secs = (double)(cur->mono_ns - prev->mono_ns) / 1e9;
 
 	json_set_str(o, "interface", h->iface[0] ? h->iface : NULL);
 	for (int i = 0; i < ALLOW_N; i++) {
-		bool known = prev->allow_present[i] && cur->allow_present[i];
+		bool known = !first && prev->allow_present[i] && cur->allow_present[i];
 		uint64_t d = known ? ifstats_delta(prev->allow[i], cur->allow[i]) : 0;
 
 		record_set_int_or_null(o, allowance_keys[i], (json_int_t)d, known);
@@ -322,6 +328,13 @@ static void add_interface(struct hostnet *h, const struct counters *cur, json_t 
 	}
 	record_set_int_or_null(o, "delta_rx_bytes", (json_int_t)ifstats_delta(a->rx_bytes, b->rx_bytes), ok);
 	record_set_int_or_null(o, "delta_tx_bytes", (json_int_t)ifstats_delta(a->tx_bytes, b->tx_bytes), ok);
+	if (ok && secs > 0) {
+		json_set_real(o, "rx_bytes_per_s", (double)ifstats_delta(a->rx_bytes, b->rx_bytes) / secs);
+		json_set_real(o, "tx_bytes_per_s", (double)ifstats_delta(a->tx_bytes, b->tx_bytes) / secs);
+	} else {
+		json_object_set_new(o, "rx_bytes_per_s", json_null());
+		json_object_set_new(o, "tx_bytes_per_s", json_null());
+	}
 	record_set_int_or_null(o, "delta_rx_packets", (json_int_t)ifstats_delta(a->rx_packets, b->rx_packets), ok);
 	record_set_int_or_null(o, "delta_tx_packets", (json_int_t)ifstats_delta(a->tx_packets, b->tx_packets), ok);
 	record_set_int_or_null(o, "delta_rx_dropped", (json_int_t)ifstats_delta(a->rx_dropped, b->rx_dropped), ok);
@@ -341,10 +354,13 @@ static void add_conntrack(json_t *o)
 	record_set_int_or_null(o, "conntrack_max", (json_int_t)max, known);
 }
 
-/* fd_usage_json is a JSON text, as in the seed (one string column for a database). */
+/*
+ * fd_usage_json is a JSON text, as in the seed (one string column for a database):
+ * a list of {proc, pids, fd_count, fd_limit, fd_util_pct}, the seed's keys, and ours after them.
+ */
 static void add_fd_usage(struct hostnet *h, json_t *o, json_t *warnings)
 {
-	json_t *usage = json_object();
+	json_t *usage = json_array();
 	char *text;
 
 	if (fdusage_scan(h->procs, h->nprocs))
@@ -353,26 +369,27 @@ static void add_fd_usage(struct hostnet *h, json_t *o, json_t *warnings)
 		const struct fdusage *e = &h->procs[i];
 		json_t *u = json_object();
 
+		json_set_str(u, "proc", e->name);
 		json_set_int(u, "pids", e->pids);
-		json_set_int(u, "fds", (json_int_t)e->fds);
+		json_set_int(u, "fd_count", (json_int_t)e->fds);
 		record_set_int_or_null(u, "fd_limit", (json_int_t)e->fd_limit, e->fd_limit != 0);
 		if (e->max_pid) {
-			json_set_real(u, "util_pct", e->util_pct);
+			json_set_real(u, "fd_util_pct", e->util_pct);
 			json_set_int(u, "max_pid", e->max_pid);
 			json_set_int(u, "max_pid_fds", (json_int_t)e->max_fds);
 		} else {
-			json_object_set_new(u, "util_pct", json_null());
+			json_object_set_new(u, "fd_util_pct", json_null());
 			json_object_set_new(u, "max_pid", json_null());
 			json_object_set_new(u, "max_pid_fds", json_null());
 		}
 		json_set_int(u, "unreadable", e->unreadable);
-		json_object_set_new(usage, e->name, u);
+		json_array_append_new(usage, u);
 		if (e->max_pid && e->util_pct > h->warn_fd_pct)
 			warn(warnings, "fd_exhaustion: %s pid %d has %lu of %lu fds open (%.1f%% > %g%%)",
 			     e->name, e->max_pid, e->max_fds, e->fd_limit, e->util_pct, h->warn_fd_pct);
 	}
 	text = json_dumps(usage, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
-	json_set_str(o, "fd_usage_json", text ? text : "{}");
+	json_set_str(o, "fd_usage_json", text ? text : "[]");
 	free(text);
 	json_decref(usage);
 }
@@ -388,7 +405,10 @@ static void snapshot(struct hostnet *h)
 	read_counters(h, &cur);
 	json_set_str(o, "metric", snapshot_schema.metric);
 	record_set_time(o, cur.mono_ns);
-	json_set_real(o, "interval_s", (double)(cur.mono_ns - h->prev.mono_ns) / 1e9);
+	if (h->snapshots)
+		json_set_real(o, "interval_s", (double)(cur.mono_ns - h->prev.mono_ns) / 1e9);
+	else
+		json_object_set_new(o, "interval_s", json_null());
 	add_sockets(h, o, warnings);
 	add_interface(h, &cur, o, warnings);
 	add_conntrack(o);
@@ -435,11 +455,10 @@ static int start(struct tracker *t)
 		log_error("cannot open a sock_diag netlink socket: %s", strerror(errno));
 		return -1;
 	}
-	/* the baseline of the first snapshot's deltas */
-	read_counters(h, &h->prev);
+	/* as vmstat: the first snapshot at once, deltas and rates from the second on */
 	h->interval_ns = (uint64_t)llround(h->interval_s * 1e9);
-	h->next_ns = h->prev.mono_ns + h->interval_ns;
-	set_poll(h, time_mono_ns());
+	h->next_ns = time_mono_ns();
+	set_poll(h, h->next_ns);
 	procs_list(h, names, sizeof(names));
 	snprintf(t->banner, sizeof(t->banner), "Sampling every %g s (interface %s, fd usage of %s).",
 		 h->interval_s, h->iface[0] ? h->iface : "none", names);
@@ -452,7 +471,8 @@ static int tick(struct tracker *t, uint64_t now_ns)
 
 	if (now_ns >= h->next_ns) {
 		snapshot(h);
-		h->next_ns += h->interval_ns;
+		/* the schedule starts at the first snapshot and does not drift with late polls */
+		h->next_ns = (h->snapshots == 1 ? h->prev.mono_ns : h->next_ns) + h->interval_ns;
 		if (h->next_ns < time_mono_ns()) /* a slow snapshot: keep the interval, skip the backlog */
 			h->next_ns = time_mono_ns() + h->interval_ns;
 		t->done = h->count && h->snapshots >= h->count;

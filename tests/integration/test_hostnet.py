@@ -36,15 +36,16 @@ class Netns:
     def popen(self, *cmd, **kw):
         return subprocess.Popen(["ip", "netns", "exec", self.name] + list(cmd), **kw)
 
-    def hostnet(self, *args, check_rc=0):
-        """One snapshot (-c 1) as JSON; returns (snapshot, all JSON lines, stderr)."""
-        p = self.run(tool_path("hostnet"), "-j", "-c", "1", "-i", "0.2", *args, check=False,
+    def hostnet(self, *args, check_rc=0, count=1):
+        """count snapshots (-c) 0.2 s apart as JSON; returns (the last snapshot, all JSON
+        lines, stderr). The first has no deltas: count=2 for those."""
+        p = self.run(tool_path("hostnet"), "-j", "-c", str(count), "-i", "0.2", *args, check=False,
                      timeout=60)
         assert p.returncode == check_rc, p.stderr
         lines = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
-        snaps = [l for l in lines if l["metric"] == "host_net"]
-        assert len(snaps) == 1, p.stdout
-        return snaps[0], lines, p.stderr
+        snaps = [l for l in lines if l["metric"] == "host_net_health"]
+        assert len(snaps) == count, p.stdout
+        return snaps[-1], lines, p.stderr
 
     def close(self):
         run(["ip", "netns", "del", self.name], check=False)
@@ -213,12 +214,15 @@ def test_fd_usage_of_a_process(netns):
     finally:
         p.stdin.close()
         p.wait(timeout=10)
-    usage = json.loads(snap["fd_usage_json"])[comm]
+    # the seed's shape: a list of {proc, pids, fd_count, fd_limit, fd_util_pct, ...}
+    listed = json.loads(snap["fd_usage_json"])
+    assert [u["proc"] for u in listed] == [comm]
+    usage = listed[0]
     assert usage["pids"] == 1 and usage["max_pid"] == p.pid
-    assert usage["fds"] == truth, (usage, truth)
-    assert n <= usage["fds"] <= n + 10  # python's own stdin/out/err and a few more
+    assert usage["fd_count"] == truth, (usage, truth)
+    assert n <= usage["fd_count"] <= n + 10  # python's own stdin/out/err and a few more
     assert usage["fd_limit"] == limit
-    assert usage["util_pct"] == pytest.approx(100.0 * truth / limit, abs=0.001)
+    assert usage["fd_util_pct"] == pytest.approx(100.0 * truth / limit, abs=0.001)
     assert usage["unreadable"] == 0
     assert [w for w in snap["warnings"] if w.startswith("fd_exhaustion: %s" % comm)], snap["warnings"]
     assert not [w for w in quiet["warnings"] if w.startswith("fd_exhaustion")], quiet["warnings"]
@@ -231,8 +235,8 @@ def link_stats(ns, dev):
 
 def test_interface_deltas_match_kernel_counters(netns):
     k = 101
-    # the baseline is read before the banner; the snapshot comes 6 s after it
-    tool = netns.popen(tool_path("hostnet"), "-j", "-c", "1", "-i", "6", "--interface", "lo",
+    # the first snapshot (the baseline) is taken right after the banner, the second 6 s later
+    tool = netns.popen(tool_path("hostnet"), "-j", "-c", "2", "-i", "6", "--interface", "lo",
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         banner = tool.stderr.readline()
@@ -252,7 +256,7 @@ def test_interface_deltas_match_kernel_counters(netns):
             tool.wait()
     if sent_in > 4.5:
         pytest.skip("the machine was too slow to send within the interval (%.1f s)" % sent_in)
-    snap = [json.loads(l) for l in out.splitlines() if '"host_net"' in l][0]
+    snap = [json.loads(l) for l in out.splitlines() if '"host_net_health"' in l][-1]
     assert rx1["packets"] - rx0["packets"] == k  # nothing else talks in this namespace
     assert snap["interface"] == "lo"
     assert snap["delta_rx_packets"] == k and snap["delta_tx_packets"] == k
@@ -260,7 +264,8 @@ def test_interface_deltas_match_kernel_counters(netns):
     assert snap["delta_tx_bytes"] == tx1["bytes"] - tx0["bytes"]
     assert snap["delta_rx_dropped"] == 0 and snap["delta_rx_errors"] == 0
     # lo has no ethtool statistics at all: the allowance counters are unknown, not 0
-    for key in ("delta_bw_in", "delta_bw_out", "delta_pps", "delta_conntrack"):
+    for key in ("delta_bw_in_allowance_exceeded", "delta_bw_out_allowance_exceeded",
+                "delta_pps_allowance_exceeded", "delta_conntrack_allowance_exceeded"):
         assert snap[key] is None
 
 
@@ -270,17 +275,17 @@ def test_default_interface_is_the_default_routes(netns):
     netns.run("ip", "link", "set", "hnva", "up")
     netns.run("ip", "link", "set", "hnvb", "up")
     netns.run("ip", "route", "add", "default", "via", "10.99.0.2", "dev", "hnva")
-    snap, _, _ = netns.hostnet("-e", "stage")
+    snap, _, _ = netns.hostnet("-e", "stage", count=2)
     assert snap["interface"] == "hnva" and snap["env"] == "stage"
     assert snap["delta_rx_packets"] is not None
     # veth has ethtool statistics, but no cloud allowance counters among them
     stats = netns.run("ethtool", "-S", "hnva").stdout
     assert "peer_ifindex" in stats and "allowance" not in stats
-    assert snap["delta_bw_in"] is None and snap["delta_pps"] is None
+    assert snap["delta_bw_in_allowance_exceeded"] is None and snap["delta_pps_allowance_exceeded"] is None
 
 
 def test_no_default_route_still_snapshots(netns):
-    snap, _, err = netns.hostnet()
+    snap, _, err = netns.hostnet(count=2)
     assert snap["interface"] is None and snap["delta_rx_bytes"] is None
     assert "no default route" in err
 
@@ -315,11 +320,84 @@ def test_works_under_nsenter(netns):
     spec = dict(SPEC, est4=0, est6=0, tw4=0, tw6=0, close_wait=0, syn_recv=0, syn_sent=0)
     target = start_target(netns, "hostnet_sockets.py", json.dumps(spec))
     try:
-        p = run(["nsenter", "--net=/run/netns/" + netns.name, tool_path("hostnet"), "-j", "-c", "1",
+        p = run(["nsenter", "--net=/run/netns/" + netns.name, tool_path("hostnet"), "-j", "-c", "2",
                  "-i", "0.2", "--interface", "lo"], check=False, timeout=60)
     finally:
         stop_target(target)
     assert p.returncode == 0, p.stderr
-    snap = json.loads(p.stdout.splitlines()[0])
+    snap = json.loads(p.stdout.splitlines()[1])
     assert snap["listen"] == 3 and snap["tcp_sockets"] == 3
     assert snap["interface"] == "lo" and snap["delta_rx_packets"] == 0
+
+
+def test_count_1_is_one_snapshot_at_once(netns):
+    """`hostnet -c 1` as vmstat: the snapshot comes at once (not one 30 s interval later),
+    with the states; deltas and rates need an interval, so they start with the second."""
+    t0 = time.time()
+    p = netns.run(tool_path("hostnet"), "-j", "-c", "1", "--interface", "lo", check=False, timeout=60)
+    took = time.time() - t0
+    assert p.returncode == 0, p.stderr
+    snaps = [json.loads(l) for l in p.stdout.splitlines() if '"host_net_health"' in l]
+    assert len(snaps) == 1 and took < 10, (took, p.stdout)  # the default interval is 30 s
+    first = snaps[0]
+    assert first["listen"] == 0 and first["interface"] == "lo"
+    assert first["interval_s"] is None
+    assert first["delta_rx_packets"] is None and first["rx_bytes_per_s"] is None
+
+
+def sys_stat(ns, dev, name):
+    return int(ns.run("cat", "/sys/class/net/%s/statistics/%s" % (dev, name)).stdout)
+
+
+def test_bytes_per_second_match_sys_statistics_over_the_interval(netns):
+    """A veth into a second namespace, UDP of known size both ways between two snapshots:
+    RX_B/S and TX_B/S are the interval's /sys/class/net/DEV/statistics deltas over
+    interval_s; the allowance-exceeded counters, which veth lacks, stay null."""
+    peer = Netns()
+    try:
+        netns.run("ip", "link", "add", "hnra", "type", "veth", "peer", "name", "hnrb", "netns", peer.name)
+        # fixed neighbours and no IPv6: no ARP or ND chatter, only our datagrams cross
+        ends = ((netns, "hnra", "10.98.0.1", "02:00:00:00:98:01", "10.98.0.2", "02:00:00:00:98:02"),
+                (peer, "hnrb", "10.98.0.2", "02:00:00:00:98:02", "10.98.0.1", "02:00:00:00:98:01"))
+        for ns, dev, ip, mac, other_ip, other_mac in ends:
+            ns.run("sysctl", "-q", "-w", "net.ipv6.conf.%s.disable_ipv6=1" % dev)
+            ns.run("ip", "link", "set", dev, "address", mac)
+            ns.run("ip", "addr", "add", ip + "/24", "dev", dev)
+            ns.run("ip", "link", "set", dev, "up")
+            ns.run("ip", "neigh", "replace", other_ip, "lladdr", other_mac, "dev", dev, "nud", "permanent")
+        k, size = 200, 1000
+        tool = netns.popen(tool_path("hostnet"), "-j", "-c", "2", "-i", "3", "--interface", "hnra",
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = json.loads(tool.stdout.readline())
+            t0 = time.time()
+            rx0, tx0 = sys_stat(netns, "hnra", "rx_bytes"), sys_stat(netns, "hnra", "tx_bytes")
+            recv = peer.popen(PY, "-c", "import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                              "s.bind(('10.98.0.2',9999)); print('ready',flush=True)\n"
+                              "for _ in range(%d): d,a=s.recvfrom(2000); s.sendto(d[:%d],a)" % (k, size // 2),
+                              stdout=subprocess.PIPE, text=True)
+            assert recv.stdout.readline().strip() == "ready"
+            netns.run(PY, "-c", "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                      "s.settimeout(5)\n"
+                      "for _ in range(%d): s.sendto(b'x'*%d,('10.98.0.2',9999)); s.recvfrom(2000)" % (k, size))
+            recv.wait(timeout=10)
+            rx1, tx1 = sys_stat(netns, "hnra", "rx_bytes"), sys_stat(netns, "hnra", "tx_bytes")
+            sent_in = time.time() - t0
+            out, err = tool.communicate(timeout=60)
+        finally:
+            if tool.poll() is None:
+                tool.kill()
+                tool.wait()
+        if sent_in > 2.5:
+            pytest.skip("the machine was too slow to send within the interval (%.1f s)" % sent_in)
+        second = json.loads(out.splitlines()[0])
+        assert first["rx_bytes_per_s"] is None and second["metric"] == "host_net_health"
+        # the known traffic: k datagrams each way, IP + UDP + Ethernet headers on top
+        assert rx1 - rx0 == k * (size // 2 + 42) and tx1 - tx0 == k * (size + 42)
+        assert second["delta_rx_bytes"] == rx1 - rx0 and second["delta_tx_bytes"] == tx1 - tx0
+        assert 2.5 < second["interval_s"] < 4.5
+        assert second["rx_bytes_per_s"] == pytest.approx((rx1 - rx0) / second["interval_s"], rel=1e-3)  # interval_s is printed in ms
+        assert second["tx_bytes_per_s"] == pytest.approx((tx1 - tx0) / second["interval_s"], rel=1e-3)  # interval_s is printed in ms
+        assert second["delta_bw_in_allowance_exceeded"] is None
+    finally:
+        peer.close()
