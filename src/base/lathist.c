@@ -1,6 +1,7 @@
 #include "lathist.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #define SUB_BITS 6
 #define SUB (1u << SUB_BITS)
@@ -76,7 +77,8 @@ uint64_t lathist_percentile_ns(const struct lathist *h, double p)
 	return h->max_ns;
 }
 
-void lathist_print_log2(const struct lathist *h, FILE *f)
+/* The rows, with bucket bounds in us or (ms) in ms with three decimals: the same buckets. */
+static void print_log2(const struct lathist *h, FILE *f, bool ms)
 {
 	static const char stars[] = "****************************************";
 	uint64_t max = 0;
@@ -90,14 +92,28 @@ void lathist_print_log2(const struct lathist *h, FILE *f)
 			if (h->log2_us[b] > max)
 				max = h->log2_us[b];
 		}
-	fprintf(f, "%20s : %-9s %s\n", "usecs", "count", "distribution");
+	fprintf(f, "%20s : %-9s %s\n", ms ? "msecs" : "usecs", "count", "distribution");
 	for (int b = low; b >= 0 && b <= top; b++) {
 		unsigned long long lo = b ? 1ull << b : 0, hi = (1ull << (b + 1)) - 1;
 		int n = (int)(h->log2_us[b] * 40 / max);
 		char range[48];
 
-		snprintf(range, sizeof(range), "%llu -> %llu", lo, hi);
+		if (ms)
+			snprintf(range, sizeof(range), "%llu.%03llu -> %llu.%03llu", lo / 1000, lo % 1000,
+				 hi / 1000, hi % 1000);
+		else
+			snprintf(range, sizeof(range), "%llu -> %llu", lo, hi);
 		fprintf(f, "%20s : %-9llu |%-40.*s|\n", range, (unsigned long long)h->log2_us[b], n,
 			stars);
 	}
+}
+
+void lathist_print_log2(const struct lathist *h, FILE *f)
+{
+	print_log2(h, f, false);
+}
+
+void lathist_print_log2_ms(const struct lathist *h, FILE *f)
+{
+	print_log2(h, f, true);
 }

@@ -30,5 +30,7 @@ void lathist_add(struct lathist *h, uint64_t ns);
 uint64_t lathist_percentile_ns(const struct lathist *h, double p);
 /* "usecs : count distribution" rows from the first to the last non-empty bucket. */
 void lathist_print_log2(const struct lathist *h, FILE *f);
+/* The same buckets in ms ("msecs : ...", bounds such as 1.024 -> 2.047). */
+void lathist_print_log2_ms(const struct lathist *h, FILE *f);
 
 #endif

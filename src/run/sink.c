@@ -46,19 +46,41 @@ void sink_summary(struct sink *s, const struct schema *sc, json_t *obj)
 	sink_summary_titled(s, sc, "summary", obj);
 }
 
-void sink_summary_titled(struct sink *s, const struct schema *sc, const char *title, json_t *obj)
+/* "PREFIX: TITLE: key=value ..." (no prefix: "TITLE: key=value ...") on f. */
+static void print_titled(FILE *f, const char *prefix, const char *title, json_t *obj)
 {
 	const char *key;
 	json_t *v;
 
-	fprintf(stderr, "%s: %s:", log_progname, title);
+	if (prefix)
+		fprintf(f, "%s: ", prefix);
+	fprintf(f, "%s:", title);
 	json_object_foreach(obj, key, v)
 	{
 		char *str = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
-		fprintf(stderr, " %s=%s", key, str ? str : "?");
+		fprintf(f, " %s=%s", key, str ? str : "?");
 		free(str);
 	}
-	fputc('\n', stderr);
+	fputc('\n', f);
+}
+
+void sink_result_titled(struct sink *s, const struct schema *sc, const char *title, json_t *obj)
+{
+	FILE *text = sink_text(s);
+
+	/* columns: a result line on stdout; JSON: the record, and the line for a human on stderr */
+	if (text)
+		print_titled(text, NULL, title, obj);
+	else
+		print_titled(stderr, log_progname, title, obj);
+	prepare(s, sc, obj);
+	s->ops->summary(s, sc, obj);
+	json_decref(obj);
+}
+
+void sink_summary_titled(struct sink *s, const struct schema *sc, const char *title, json_t *obj)
+{
+	print_titled(stderr, log_progname, title, obj);
 	prepare(s, sc, obj);
 	s->ops->summary(s, sc, obj);
 	json_decref(obj);

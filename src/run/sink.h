@@ -53,6 +53,12 @@ void sink_table_row(struct sink *s, const struct schema *sc, json_t *obj);
 void sink_summary(struct sink *s, const struct schema *sc, json_t *obj);
 /* The same with another title on stderr ("tool: TITLE: key=value ..."), e.g. one per group. */
 void sink_summary_titled(struct sink *s, const struct schema *sc, const char *title, json_t *obj);
+/*
+ * An end-of-run result of the same shape (a per-process or per-generation line): in
+ * columns "TITLE: key=value ..." on stdout with the other results, so `tool > out`
+ * keeps it; in JSON the record, and the line on stderr.
+ */
+void sink_result_titled(struct sink *s, const struct schema *sc, const char *title, json_t *obj);
 void sink_table_begin(struct sink *s, const struct schema *sc, const char *title);
 FILE *sink_text(struct sink *s);
 /*

@@ -498,7 +498,7 @@ static void finish(struct tracker *t)
 			json_object_set_new(o, "max_ms", json_null());
 		}
 		snprintf(title, sizeof(title), "generation %d", gen);
-		sink_summary_titled(t->sink, &generation_schema, title, o);
+		sink_result_titled(t->sink, &generation_schema, title, o);
 	}
 	o = json_object();
 	json_set_str(o, "metric", summary_schema.metric);

@@ -473,23 +473,41 @@ static int report_processes(struct pyhandoff *h)
 		json_set_int(sum, "same_thread_reads", (json_int_t)c.same_thread);
 		json_set_int(sum, "accept_queue", (json_int_t)c.accepts);
 		json_set_int(sum, "fd_reused", (json_int_t)c.stale);
-		sink_summary_titled(h->base.sink, &process_schema, "process", sum);
+		sink_result_titled(h->base.sink, &process_schema, "process", sum);
 	}
 	return procs;
 }
 
-/* Per process and kind of wait: a histogram on stderr, and the percentiles. */
+static int by_pid_then_kind(const void *a, const void *b)
+{
+	const struct waits *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->accept_queue - y->accept_queue;
+}
+
+/*
+ * Per process (by pid) and kind of wait: a histogram in ms, the unit of the events'
+ * WAIT_MS, with the results (stdout; stderr in JSON mode), and the percentiles.
+ */
 static void report_latencies(struct pyhandoff *h)
 {
+	FILE *text = sink_text(h->base.sink);
+
+	if (!text)
+		text = stderr;
+	if (h->nwaits)
+		qsort(h->waits, h->nwaits, sizeof(*h->waits), by_pid_then_kind);
 	for (size_t i = 0; i < h->nwaits; i++) {
 		struct waits *w = &h->waits[i];
 		json_t *sum;
 
 		if (!w->hist->count)
 			continue;
-		fprintf(stderr, "\npid %u (%s), %s waits:\n", w->pid, w->comm,
+		fprintf(text, "\npid %u (%s), %s waits:\n", w->pid, w->comm,
 			w->accept_queue ? "accept queue" : "handoff");
-		lathist_print_log2(w->hist, stderr);
+		lathist_print_log2_ms(w->hist, text);
 		sum = json_object();
 		json_set_str(sum, "metric", latency_schema.metric);
 		json_set_int(sum, "pid", w->pid);
@@ -499,7 +517,7 @@ static void report_latencies(struct pyhandoff *h)
 		json_set_real(sum, "p90_ms", (double)lathist_percentile_ns(w->hist, 90) / 1e6);
 		json_set_real(sum, "p99_ms", (double)lathist_percentile_ns(w->hist, 99) / 1e6);
 		json_set_real(sum, "max_ms", (double)w->hist->max_ns / 1e6);
-		sink_summary_titled(h->base.sink, &latency_schema, "latency", sum);
+		sink_result_titled(h->base.sink, &latency_schema, "latency", sum);
 	}
 }
 

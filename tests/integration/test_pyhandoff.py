@@ -174,7 +174,7 @@ def test_gthread_keepalive_count_matches_access_log(run_tool, servers, tmp_path)
     assert lat and lat[0]["count"] == len(got)
     med = statistics.median(e["duration_ms"] for e in got)
     assert abs(lat[0]["p50_ms"] - med) <= max(0.01, med * 0.05)
-    assert "p50_ms=" in tool.stderr and "usecs" in tool.stderr
+    assert "p50_ms=" in tool.stderr and "msecs : count" in tool.stderr  # -j: the human text on stderr
     summary = [e for e in events if e["metric"] == "pyhandoff_summary"][0]
     assert summary["lost"] == 0
     assert_fields_documented(TOOL, [e for e in events if e["metric"] == "handoff"])
@@ -376,3 +376,37 @@ def test_workers_restarting_mid_run_are_followed(run_tool, servers, tmp_path):
     assert logged <= len(got) <= logged + len(accepts), (len(got), logged, len(accepts))
     for p in pids:
         assert proc_summary(events, p)["model"] == "handoff"
+
+
+def test_columns_results_go_to_stdout_in_ms_by_pid(run_tool, servers, tmp_path):
+    """`pyhandoff > out.txt` keeps its results: the per-process lines and the histograms
+    come on stdout, one block per pid in pid order, in ms like the events' WAIT_MS;
+    only the notes and the loss counts stay on stderr."""
+    import re
+    srv, log = gunicorn(servers, tmp_path, threads=2, extra=("--workers", "3"))
+    deadline = time.time() + 20
+    while len(children_of(srv.pid)) < 3 and time.time() < deadline:
+        time.sleep(0.1)
+    tool = run_tool(TOOL, "-p", str(srv.pid), "--children", json_mode=False)
+    wrk(srv.port, 3, conns=12, threads=3)
+    time.sleep(1)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    out, err = tool.stdout, tool.stderr
+    assert out.splitlines()[0].split()[:1] == ["TIME"] and "WAIT_MS" in out.splitlines()[0]
+    blocks = [(int(p), k) for p, k in re.findall(r"^pid (\d+) \(.*\), (handoff|accept queue) waits:$", out, re.M)]
+    pids = [p for p, _ in blocks]
+    assert len(set(pids)) >= 2, out[-3000:]
+    assert pids == sorted(pids) and len(set(blocks)) == len(blocks)
+    assert "msecs : count" in out and "usecs" not in out + err
+    # each block's counts are its latency line's count
+    matched = 0
+    for m in re.finditer(r"^pid (\d+) \([^)\n]*\), (handoff|accept queue) waits:\n(.*?)\nlatency: ([^\n]*)$", out,
+                         re.M | re.S):
+        counts = sum(int(l.split(":")[1].split()[0]) for l in m.group(3).splitlines()[1:])
+        kv = dict(x.split("=", 1) for x in m.group(4).split())
+        assert kv["pid"] == m.group(1) and int(kv["count"]) == counts
+        matched += 1
+    assert matched == len(blocks)
+    assert re.search(r"^process: .* pid=%d .*model=\"handoff\"" % pids[0], out, re.M)
+    assert "pyhandoff: summary: " in err and "latency:" not in err and "process:" not in err

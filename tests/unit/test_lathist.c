@@ -87,12 +87,32 @@ static void test_log2_rows(void **state)
 	free(h);
 }
 
+static void test_log2_rows_in_ms(void **state)
+{
+	struct lathist *h = calloc(1, sizeof(*h));
+	char buf[4096] = "";
+	FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
+
+	(void)state;
+	lathist_add(h, 1500000); /* 1.5 ms: 1.024 -> 2.047 */
+	lathist_add(h, 3000);    /* 3 us: 0.002 -> 0.003 */
+	lathist_print_log2_ms(h, f);
+	fclose(f);
+	assert_non_null(strstr(buf, "msecs : count"));
+	assert_non_null(strstr(buf, "1.024 -> 2.047 : 1         |****************************************|"));
+	assert_non_null(strstr(buf, "0.002 -> 0.003 : 1 "));
+	assert_non_null(strstr(buf, "0.512 -> 1.023 : 0 "));
+	assert_null(strstr(buf, "usecs"));
+	free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_percentiles_close_to_exact),
 		cmocka_unit_test(test_small_and_huge_values),
 		cmocka_unit_test(test_log2_rows),
+		cmocka_unit_test(test_log2_rows_in_ms),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
