@@ -113,6 +113,9 @@ static int handle_common(struct common_opts *c, int id, const char *arg)
 	case OPT_VERBOSE:
 		log_verbose = true;
 		return 1;
+	case OPT_WIDE:
+		c->wide = true;
+		return 1;
 	}
 	return 0;
 }

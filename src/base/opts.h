@@ -23,6 +23,7 @@ enum {
 	OPT_VERBOSE = 'v',
 	OPT_HELP = 'h',
 	OPT_VERSION = 'V',
+	OPT_WIDE = 'w',
 	OPT_KHEADERS = 1000,
 	OPT_EBPF,
 	OPT_FIELDS,
@@ -39,6 +40,8 @@ enum {
 #define OPT_ENTRY_VERBOSE { OPT_VERBOSE, 'v', "verbose", NULL, "say more on stderr about what is attached and why" }
 #define OPT_ENTRY_HELP { OPT_HELP, 'h', "help", NULL, "show this help and exit" }
 #define OPT_ENTRY_VERSION { OPT_VERSION, 'V', "version", NULL, "show the version and exit" }
+/* In the tools whose default table leaves columns out to fit 120 characters. */
+#define OPT_ENTRY_WIDE { OPT_WIDE, 'w', "wide", NULL, "print every column (the default table fits 120 characters)" }
 #define OPT_END { 0, 0, NULL, NULL, NULL }
 
 /* How every BPF tool's table ends, in the order --help and the man pages list them. */
@@ -69,6 +72,7 @@ struct common_opts {
 	const char *kernel_headers;
 	bool print_ebpf;
 	bool print_fields;
+	bool wide; /* -w */
 };
 
 /* Returns 0 when a handled option parsed, -1 after printing a usage error. */

@@ -40,6 +40,13 @@
 	{ "dst_ip", FIELD_STR, NULL, dst "'s address", (col) + 2, "DST", 15, NULL },    \
 	{ "dst_port", FIELD_INT, NULL, dst "'s port", (col) + 3, "DPORT", 5, NULL }
 
+/* The same, with the source port a -w column only (tables that must fit 120 columns). */
+#define FIELD_ENDPOINTS_NARROW(col, src, dst)                                          \
+	{ "src_ip", FIELD_STR, NULL, src "'s address", col, "SRC", 15, NULL },          \
+	{ "src_port", FIELD_INT, NULL, src "'s port", FIELD_WIDE((col) + 1), "SPORT", 5, NULL }, \
+	{ "dst_ip", FIELD_STR, NULL, dst "'s address", (col) + 2, "DST", 15, NULL },    \
+	{ "dst_port", FIELD_INT, NULL, dst "'s port", (col) + 3, "DPORT", 5, NULL }
+
 /* What did not reach the output: records lost in full buffers, runs skipped by the kernel. */
 #define FIELD_LOST { "lost", FIELD_INT, NULL, "records lost because an output buffer was full", 0, NULL, 0, NULL }
 #define FIELD_MISSED \

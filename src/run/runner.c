@@ -115,6 +115,8 @@ int runner_run(struct tracker *const *trackers, int n, const struct common_opts 
 	uint64_t deadline_ns = 0;
 	int rc = EXIT_RUNTIME;
 
+	schema_wide = common->wide;
+
 	if (common->print_fields) {
 		schema_print_header(stdout);
 		for (int i = 0; i < n; i++)

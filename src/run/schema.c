@@ -28,6 +28,8 @@ const char *schema_misfit(const struct schema *s, json_t *obj)
 	return NULL;
 }
 
+bool schema_wide;
+
 int schema_columns(const struct schema *s, const struct field **cols, int max)
 {
 	int n = 0;
@@ -35,11 +37,12 @@ int schema_columns(const struct schema *s, const struct field **cols, int max)
 	for (int pos = 1; n < max; pos++) {
 		const struct field *found = NULL;
 		for (const struct field *f = s->fields; f->name && !found; f++)
-			if (f->col == pos)
+			if (f->col == pos || f->col == FIELD_WIDE(pos))
 				found = f;
 		if (!found)
 			break;
-		cols[n++] = found;
+		if (found->col > 0 || schema_wide)
+			cols[n++] = found;
 	}
 	return n;
 }

@@ -8,6 +8,7 @@
 #define PYEBPF_SCHEMA_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 enum field_type {
@@ -25,12 +26,20 @@ struct field {
 	enum field_type type;
 	const char *unit;    /* "ms", "us", "bytes", ...; NULL when it has none */
 	const char *meaning; /* one line */
-	/* In the columns output: position from 1 (0: JSON only), title, width (negative: left-aligned). */
+	/*
+	 * In the columns output: position from 1 (0: JSON only; FIELD_WIDE(n): only with
+	 * -w), title, width (negative: left-aligned).
+	 */
 	int col;
 	const char *header;
 	int width;
 	const char *fmt;     /* printf format of a column value (NULL: by type); "%" suffix allowed */
 };
+/*
+ * A column that only -w/--wide prints (the default table fits 120 characters): its
+ * position negated, e.g. { ..., FIELD_WIDE(10), "SRTT_US", 8, NULL }.
+ */
+#define FIELD_WIDE(col) (-(col))
 
 enum schema_kind {
 	SCHEMA_EVENT,   /* one record per thing that happened (man FIELDS documents these) */
@@ -54,6 +63,8 @@ struct schema {
  * "env" may follow anywhere). Returns NULL, or the first key that does not fit.
  */
 const char *schema_misfit(const struct schema *s, json_t *obj);
+/* -w/--wide: the columns marked wide are printed too (set once, before any output). */
+extern bool schema_wide;
 /* Columns in order: fills cols (at most max) with the fields that are columns. */
 int schema_columns(const struct schema *s, const struct field **cols, int max);
 /* --fields: a header line, then one line per field: metric, kind, name, type, unit, meaning. */

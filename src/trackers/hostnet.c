@@ -45,11 +45,14 @@ static const struct opt options[] = {
 	{ OPT_WARN_CLOSE_WAIT, 0, "warn-close-wait", "N", "warn when over N sockets sit in CLOSE_WAIT (default 100)" },
 	{ OPT_WARN_TIME_WAIT_DST, 0, "warn-time-wait-dst", "N", "warn when one destination holds over N TIME_WAIT sockets (default 5000)" },
 	{ OPT_WARN_ALLOWANCE, 0, "warn-allowance", "N", "warn when an allowance counter rises by over N (default 0)" },
+	OPT_ENTRY_WIDE,
 	OPT_ENTRIES_TRACKER_TAIL_NO_BPF,
 };
 
 #define STATE_FIELD(name, meaning) { name, FIELD_INT, NULL, meaning, 0, NULL, 0, NULL }
 #define DELTA_FIELD(name, meaning, col, header, width) { name, FIELD_INT, NULL, meaning, col, header, width, NULL }
+/* the default table fits 120 columns: packets and allowance counters with -w (warnings say when those rise) */
+#define WIDE_FIELD(name, meaning, col, header, width) { name, FIELD_INT, NULL, meaning, FIELD_WIDE(col), header, width, NULL }
 
 static const struct field snapshot_fields[] = {
 	FIELD_METRIC,
@@ -74,16 +77,16 @@ static const struct field snapshot_fields[] = {
 	{ "port_util_pct", FIELD_REAL, "%", "ephemeral_sockets over port_range_size", 9, "PORT%", 7, NULL },
 	{ "interface", FIELD_STR, NULL, "the interface of the counters; null without one", 0, NULL, 0, NULL },
 	/* the cloud NIC's counters of packets over its allowance (ENA's names), not traffic */
-	DELTA_FIELD("delta_bw_in_allowance_exceeded", "rise of bw_in_allowance_exceeded; null when absent", 15, "BWIN_EXC", 8),
-	DELTA_FIELD("delta_bw_out_allowance_exceeded", "rise of bw_out_allowance_exceeded; null when absent", 16, "BWOUT_EXC", 9),
-	DELTA_FIELD("delta_pps_allowance_exceeded", "rise of pps_allowance_exceeded; null when absent", 17, "PPS_EXC", 7),
-	DELTA_FIELD("delta_conntrack_allowance_exceeded", "rise of conntrack_allowance_exceeded; null when absent", 18, "CT_EXC", 6),
+	WIDE_FIELD("delta_bw_in_allowance_exceeded", "rise of bw_in_allowance_exceeded; null when absent", 15, "BWIN_EXC", 8),
+	WIDE_FIELD("delta_bw_out_allowance_exceeded", "rise of bw_out_allowance_exceeded; null when absent", 16, "BWOUT_EXC", 9),
+	WIDE_FIELD("delta_pps_allowance_exceeded", "rise of pps_allowance_exceeded; null when absent", 17, "PPS_EXC", 7),
+	WIDE_FIELD("delta_conntrack_allowance_exceeded", "rise of conntrack_allowance_exceeded; null when absent", 18, "CT_EXC", 6),
 	{ "delta_rx_bytes", FIELD_INT, "bytes", "bytes received in the interval", 0, NULL, 0, NULL },
 	{ "delta_tx_bytes", FIELD_INT, "bytes", "bytes sent", 0, NULL, 0, NULL },
 	{ "rx_bytes_per_s", FIELD_REAL, "bytes/s", "delta_rx_bytes over interval_s", 10, "RX_B/S", 10, "%.0f" },
 	{ "tx_bytes_per_s", FIELD_REAL, "bytes/s", "delta_tx_bytes over interval_s", 11, "TX_B/S", 10, "%.0f" },
-	DELTA_FIELD("delta_rx_packets", "packets received", 12, "RX_PKTS", 8),
-	DELTA_FIELD("delta_tx_packets", "packets sent", 13, "TX_PKTS", 8),
+	WIDE_FIELD("delta_rx_packets", "packets received", 12, "RX_PKTS", 8),
+	WIDE_FIELD("delta_tx_packets", "packets sent", 13, "TX_PKTS", 8),
 	DELTA_FIELD("delta_rx_dropped", "received packets dropped", 14, "RX_DROP", 7),
 	DELTA_FIELD("delta_tx_dropped", "packets dropped on the way out", 0, NULL, 0),
 	DELTA_FIELD("delta_rx_errors", "receive errors", 0, NULL, 0),

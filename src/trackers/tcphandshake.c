@@ -30,6 +30,7 @@ static const struct opt options[] = {
 	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
 	{ OPT_IPV4, '4', "ipv4", NULL, "IPv4 only" },
 	{ OPT_IPV6, '6', "ipv6", NULL, "IPv6 only" },
+	OPT_ENTRY_WIDE,
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -42,10 +43,11 @@ static const struct field handshake_fields[] = {
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(4),
 	FIELD_FAMILY,
-	FIELD_ENDPOINTS(5, "the connecting side", "the accepting side"),
-	{ "handshake_us", FIELD_INT, "us", "SYN sent (or first SYN seen) to ESTABLISHED; null when unknown", 9, "HS_US", 9, NULL },
-	{ "srtt_us", FIELD_INT, "us", "the kernel's smoothed round-trip time at the end; null when none", 10, "SRTT_US", 8, NULL },
-	{ "accept_queue_ms", FIELD_REAL, "ms", "accept: ESTABLISHED to the application's accept()", 11, "ACCQ_MS", 8, NULL },
+	/* the default table fits 120 columns: the source port, srtt and accept wait with -w */
+	FIELD_ENDPOINTS_NARROW(5, "the connecting side", "the accepting side"),
+	{ "handshake_us", FIELD_INT, "us", "SYN sent (or first SYN seen) to ESTABLISHED; null when unknown", 9, "HS_US", 7, NULL },
+	{ "srtt_us", FIELD_INT, "us", "the kernel's smoothed round-trip time at the end; null when none", FIELD_WIDE(10), "SRTT_US", 8, NULL },
+	{ "accept_queue_ms", FIELD_REAL, "ms", "accept: ESTABLISHED to the application's accept()", FIELD_WIDE(11), "ACCQ_MS", 8, NULL },
 	{ "outcome", FIELD_STR, NULL, "success, refused, timeout or unaccepted", 12, "OUTCOME", -10, NULL },
 	FIELD_TIME(1),
 	FIELD_ENV,

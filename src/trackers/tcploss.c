@@ -30,6 +30,7 @@ static const struct opt options[] = {
 	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
 	{ OPT_CONNECTIONS, 'c', "connections", NULL, "print per-connection event counts at the end" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "with -c: print the table every SECONDS, counting that interval" },
+	OPT_ENTRY_WIDE,
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -42,18 +43,21 @@ static const struct field event_fields[] = {
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(4),
 	FIELD_FAMILY,
-	/* without a socket (a RST for a closed port) src is the RST's sender */
-	FIELD_ENDPOINTS(5, "the local side", "the remote side"),
-	{ "tcp_state", FIELD_STR, NULL, "the socket's state (ESTABLISHED, ...); null without a socket", 9, "STATE", -11, NULL },
-	{ "srtt_us", FIELD_INT, "us", "smoothed round-trip time; null without a full socket", 12, "SRTT_US", 8, NULL },
-	{ "snd_cwnd", FIELD_INT, "segments", "congestion window", 11, "CWND", 5, NULL },
-	{ "total_retrans", FIELD_INT, "segments", "segments the socket retransmitted over its life", 13, "RETRANS", 7, NULL },
-	{ "lost_out", FIELD_INT, "segments", "segments the sender considers lost", 14, "LOST", 5, NULL },
-	{ "snd_wnd", FIELD_INT, "bytes", "the peer's advertised window (0 for zero_window)", 15, "SND_WND", 8, NULL },
-	{ "rcv_wnd", FIELD_INT, "bytes", "this side's receive window", 16, "RCV_WND", 8, NULL },
+	/*
+	 * Without a socket (a RST for a closed port) src is the RST's sender. The default
+	 * table fits 120 columns; -w adds the source port and the congestion context.
+	 */
+	FIELD_ENDPOINTS_NARROW(5, "the local side", "the remote side"),
+	{ "tcp_state", FIELD_STR, NULL, "the socket's state (ESTABLISHED, ...); null without a socket", FIELD_WIDE(9), "STATE", -11, NULL },
+	{ "srtt_us", FIELD_INT, "us", "smoothed round-trip time; null without a full socket", FIELD_WIDE(12), "SRTT_US", 8, NULL },
+	{ "snd_cwnd", FIELD_INT, "segments", "congestion window", FIELD_WIDE(11), "CWND", 5, NULL },
+	{ "total_retrans", FIELD_INT, "segments", "segments the socket retransmitted over its life", FIELD_WIDE(13), "RETRANS", 7, NULL },
+	{ "lost_out", FIELD_INT, "segments", "segments the sender considers lost", FIELD_WIDE(14), "LOST", 5, NULL },
+	{ "snd_wnd", FIELD_INT, "bytes", "the peer's advertised window (0 for zero_window)", FIELD_WIDE(15), "SND_WND", 8, NULL },
+	{ "rcv_wnd", FIELD_INT, "bytes", "this side's receive window", FIELD_WIDE(16), "RCV_WND", 8, NULL },
 	{ "segments", FIELD_INT, NULL, "retransmit: segments in the retransmitted skb", 10, "SEGS", 4, NULL },
 	{ "reason", FIELD_STR, NULL, "reset_sent: the kernel's reason (Linux 6.10+)", 18, "REASON", -1, NULL },
-	{ "duration_ms", FIELD_REAL, "ms", "zero_window_end: how long the window stayed zero", 17, "DUR_MS", 9, NULL },
+	{ "duration_ms", FIELD_REAL, "ms", "zero_window_end: how long the window stayed zero", FIELD_WIDE(17), "DUR_MS", 9, NULL },
 	FIELD_TIME(1),
 	FIELD_ENV,
 	FIELD_END,

@@ -296,6 +296,11 @@ def test_columns_mode(netns):
     assert lines[0].split()[:3] == ["TIME", "EST_IN", "EST_OUT"]
     assert len(lines) == 3
     assert "Hit Ctrl-C to end." in p.stderr
+    # the default table fits 120 columns; -w adds packets and the allowance counters
+    assert max(len(l) for l in lines) <= 120 and "RX_B/S" in lines[0] and "RX_PKTS" not in lines[0]
+    wide = netns.run(tool_path("hostnet"), "-w", "-c", "1", "--interface", "lo", timeout=60).stdout.splitlines()
+    assert wide[0].split()[-7:] == ["RX_PKTS", "TX_PKTS", "RX_DROP", "BWIN_EXC", "BWOUT_EXC", "PPS_EXC", "CT_EXC"]
+    assert len(wide[1].split()) == len(wide[0].split())
 
 
 @pytest.mark.parametrize("args,message", [

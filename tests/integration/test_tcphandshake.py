@@ -157,6 +157,21 @@ def test_columns_mode_has_a_header_and_one_row_per_event(run_tool):
     assert len(lines) == 1 + 6
     assert all(str(hello["pid"]) in l for l in lines[1:])
     assert "Hit Ctrl-C to end." not in tool.stdout  # banners stay on stderr
+    # the default table fits 120 columns; -w has the rest
+    assert max(len(l) for l in lines) <= 120, lines[0]
+    assert "SRTT_US" not in lines[0] and "SPORT" not in lines[0]
+
+
+def test_wide_columns_have_every_column(run_tool):
+    p, hello = start_connector(1, "4")
+    tool = run_tool("tcphandshake", "-w", "-p", str(hello["pid"]), json_mode=False)
+    finish_connector(p)
+    time.sleep(0.5)
+    tool.stop()
+    lines = tool.stdout.splitlines()
+    assert lines[0].split() == ["TIME", "METRIC", "PID", "COMM", "SRC", "SPORT", "DST", "DPORT",
+                                "HS_US", "SRTT_US", "ACCQ_MS", "OUTCOME"]
+    assert len(lines) == 1 + 2 and all(len(l.split()) == 12 for l in lines[1:]), lines
 
 
 def test_handshake_with_a_lost_syn_matches_the_clients_clock(run_tool, netns_pair):

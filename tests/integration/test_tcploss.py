@@ -366,6 +366,9 @@ def test_columns_mode_has_a_header(run_tool, netns_pair):
     assert abs(wall({"time": lines[table]}) - time.time()) < 60
     assert lines[table + 1].split()[:3] == ["PID", "COMM", "SRC"]
     assert len(lines) == table + 2 + 2  # one row per connection side
+    # the default table fits 120 columns (REASON, the last, is as long as the name)
+    assert max(len(l) for l in lines) <= 120, lines
+    assert "SRTT_US" not in lines[0] and "SPORT" not in lines[0]
     assert "Hit Ctrl-C to end." not in tool.stdout
 
 
