@@ -6,7 +6,7 @@ A netns pair (veth, offloads off) with nft dropping LOSS_PCT% of the data segmen
 FLOWS connections sending flat out for SECONDS. Both tracers run unfiltered, side by
 side, writing to files. Ground truth: the client namespace's TcpRetransSegs (nstat).
 
-tcploss runs with -c: its per-connection table is counted in the kernel, so it stays
+tcploss runs with --connections: its per-connection table is counted in the kernel, so it stays
 exact when the perf buffer overflows. Reported per tool: events seen on the storm's flows, events lost (reported by the tool
 itself), the CPU its own process used (user + system, /proc/PID/stat) and the CPU its
 BPF programs used (kernel.bpf_stats_enabled run_time_ns: that time is spent in softirq
@@ -109,7 +109,7 @@ def main():
             f.write("1")
         out_a, err_a = os.path.join(tmp, "tcploss.out"), os.path.join(tmp, "tcploss.err")
         out_b, err_b = os.path.join(tmp, "tcpretrans.out"), os.path.join(tmp, "tcpretrans.err")
-        a = subprocess.Popen([tcploss, "-j", "-c"], stdout=open(out_a, "w"), stderr=open(err_a, "w"))
+        a = subprocess.Popen([tcploss, "-j", "--connections"], stdout=open(out_a, "w"), stderr=open(err_a, "w"))
         procs.append(a)
         b = subprocess.Popen(["tcpretrans-bpfcc"], stdout=open(out_b, "w"), stderr=open(err_b, "w"),
                              env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -223,7 +223,7 @@ def main():
     print("   accuracy: tcploss segments %d vs TcpRetransSegs %d (%s); tcpretrans counts skbs: %d (%+.1f%%)" % (
         segs_a, truth, "exact" if segs_a == truth else "differs by %+d" % (segs_a - truth), seen_b,
         100.0 * (seen_b - truth) / max(truth, 1)))
-    print("   tcploss -c table (counted in the kernel): %d segments on the flows (%s; the kernel skipped %d runs)" % (
+    print("   tcploss --connections table (counted in the kernel): %d segments on the flows (%s; the kernel skipped %d runs)" % (
         table_segs, "exact" if table_segs == truth else "differs by %+d" % (table_segs - truth), miss_a))
     print("   tcploss summary: %s" % json.dumps({k: v for k, v in summary.items() if k != "metric"}))
     if rate < 20000:

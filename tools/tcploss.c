@@ -13,8 +13,8 @@ static const struct tool_doc doc = {
 	.examples = "  tcploss                        # every event on the host\n"
 		    "  tcploss -p 4242                # connections owned by pid 4242\n"
 		    "  tcploss --filter-ip 10.0.0.7   # connections to or from 10.0.0.7\n"
-		    "  tcploss --port 443 -c -d 60    # port 443 for a minute, then a per-connection table\n"
-		    "  tcploss -c -i 10               # which connections had trouble, every 10 s\n"
+		    "  tcploss --port 443 --connections 60  # port 443 for a minute, then a per-connection table\n"
+		    "  tcploss -i 10                  # which connections had trouble, every 10 s\n"
 		    "  tcploss -j -e prod             # JSON lines tagged env=prod\n",
 };
 

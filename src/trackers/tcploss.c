@@ -22,14 +22,15 @@
 
 extern const char tcploss_bpf_text[];
 
-enum { OPT_FILTER_IP = OPT_TOOL_BASE, OPT_PORT, OPT_CONNECTIONS = 'c', OPT_INTERVAL = 'i' };
+/* no -c: in pyebpf -c is --count (hostnet), so --connections has no short name */
+enum { OPT_FILTER_IP = OPT_TOOL_BASE, OPT_PORT, OPT_CONNECTIONS, OPT_INTERVAL = 'i' };
 
 static const struct opt options[] = {
 	OPT_ENTRY_PID,
 	{ OPT_FILTER_IP, 0, "filter-ip", "IP", "only connections with IP (IPv4 or IPv6) on either side" },
 	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
-	{ OPT_CONNECTIONS, 'c', "connections", NULL, "print per-connection event counts at the end" },
-	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "with -c: print the table every SECONDS, counting that interval" },
+	{ OPT_CONNECTIONS, 0, "connections", NULL, "print per-connection event counts at the end" },
+	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the --connections table every SECONDS, counting that interval" },
 	OPT_ENTRY_WIDE,
 	OPT_ENTRIES_TRACKER_TAIL,
 };
@@ -63,7 +64,7 @@ static const struct field event_fields[] = {
 	FIELD_END,
 };
 
-/* -c: a row per connection; time is the table's, which the columns print above it. */
+/* --connections: a row per connection; time is the table's, which the columns print above it. */
 static const struct field connection_fields[] = {
 	FIELD_METRIC,
 	{ "pid", FIELD_INT, NULL, "host process id of the last known owner", 1, "PID", -7, NULL },

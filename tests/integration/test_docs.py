@@ -111,3 +111,25 @@ def test_example_commands_survive_rendering(tool):
                 # compile only: errors of running it on null are caught, syntax errors are not
                 r = run(["jq", "-n", "try (%s) catch empty" % args[0]], check=False)
                 assert r.returncode == 0, (cmd, r.stderr)
+
+
+def test_readme_first_steps_use_options_the_tools_have():
+    """The newcomer's commands in README.md run tools straight from build/ with options
+    their --help lists (a renamed option, such as tcploss's -c, fails this)."""
+    import re
+    with open(os.path.join(ROOT, "README.md")) as f:
+        lines = [l.strip() for l in f if "build/" in l and l.startswith("    ")]
+    assert len(lines) >= 3
+    for line in lines:
+        for part in line.split("|"):
+            m = re.search(r"build/(\w+)((?: \S+)*)", part)
+            if not m:
+                continue
+            known = help_options(m.group(1))
+            shorts = {s for s, _ in known if s}
+            longs = {l for _, l in known}
+            for word in m.group(2).split():
+                if word.startswith("--"):
+                    assert word[2:] in longs, (line, word)
+                elif word.startswith("-") and not word[1:].isdigit():
+                    assert word[1:] in shorts, (line, word)

@@ -78,7 +78,7 @@ def test_retransmitted_segments_equal_the_clients_TcpRetransSegs(run_tool, netns
     nft(ns, ns.server, "add table inet t; add chain inet t in { type filter hook input priority 0; }; "
         "add rule inet t in tcp dport %s tcp flags & (syn | fin | rst) == 0 %s "
         "numgen random mod 10 == 0 counter drop" % (PORT, length))
-    tool = run_tool("tcploss", "--port", PORT, "--filter-ip", cip, "-c")
+    tool = run_tool("tcploss", "--port", PORT, "--filter-ip", cip, "--connections")
     before, = nstat(ns.client, ns, "TcpRetransSegs")
     server = start(ns, ns.server, "sink", sip, PORT)
     assert said(server)["event"] == "listening"
@@ -351,7 +351,7 @@ def test_receiver_that_stops_reading_gives_one_zero_window_episode(run_tool, net
 
 def test_columns_mode_has_a_header(run_tool, netns_pair):
     ns = netns_pair
-    tool = run_tool("tcploss", "--port", "9", "--filter-ip", ns.client_ip, "-c", json_mode=False)
+    tool = run_tool("tcploss", "--port", "9", "--filter-ip", ns.client_ip, "--connections", json_mode=False)
     client = start(ns, ns.client, "refused", ns.server_ip, 9)
     said(client)
     client.wait(timeout=30)
@@ -379,6 +379,8 @@ def test_columns_mode_has_a_header(run_tool, netns_pair):
     (["--port", "http"], "--port"),
     (["-d", "-1"], "duration"),
     (["--bogus"], "unknown option"),
+    # -c is --count in pyebpf (hostnet); the per-connection table is --connections
+    (["-c"], "unknown option '-c'"),
 ])
 def test_bad_input_is_a_usage_error(args, msg):
     r = run([tool_path("tcploss")] + args, check=False)
@@ -449,8 +451,8 @@ def test_container_ids_in_a_pid_namespace(run_tool, netns_pair):
 
 @pytest.mark.parametrize("args", [
     [],
-    ["-c", "--filter-ip", "fd00::1"],
-    ["-c", "--filter-ip", "10.1.2.3", "--port", "80", "-p", "1", "-e", "x"],
+    ["--connections", "--filter-ip", "fd00::1"],
+    ["--connections", "--filter-ip", "10.1.2.3", "--port", "80", "-p", "1", "-e", "x"],
 ])
 def test_every_filter_combination_loads(args):
     """Each option adds BPF code: every combination must pass the verifier (512-byte stack)."""
