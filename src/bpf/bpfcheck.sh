@@ -44,7 +44,7 @@ variants() {
 	pygc) echo "--stack -g 2 --min-ms 1" ;;
 	pyhandoff) echo "-p $$ --children --min-ms 1" ;;
 	tcphandshake) echo "-p $$ --port 80 --min-us 5 -4" && echo "-6" ;;
-	tcploss) echo "-p $$ -c --port 80 --filter-ip 10.0.0.7" && echo "--filter-ip ::1" ;;
+	tcploss) echo "-p $$ --connections --port 80 --filter-ip 10.0.0.7" && echo "--filter-ip ::1" ;;
 	esac
 }
 
