@@ -8,6 +8,7 @@ server's own row counts, and the count of events the run emitted against what la
 plus what was dropped.
 """
 import os
+import signal
 import sqlite3
 import subprocess
 import time
@@ -176,7 +177,7 @@ def test_clickhouse_killed_for_10_s_every_event_lands_or_is_counted(run_tool, cl
     assert "is away" in tool.stderr and "is back" in tool.stderr, tool.stderr
     assert emitted > 1000
     # a queue of 100000 rows holds the 10 s: nothing dropped, all landed after the restart
-    assert (emitted, dropped) == (landed, 0)
+    assert (emitted, dropped) == (landed, 0), tool.stderr[-3000:]
 
 
 def test_clickhouse_small_queue_under_a_storm_counts_drops_exactly(run_tool, clickhouse):
@@ -226,3 +227,25 @@ def test_clickhouse_password_is_not_in_ps(run_tool, clickhouse):
     assert b"--clickhouse-password" in cmdline and TESTER_PASSWORD.encode() not in cmdline
     assert "--clickhouse-password" in ps and TESTER_PASSWORD not in ps
     assert clickhouse.count("ebpf_host_net_health") >= 1
+
+
+def test_sighup_writes_the_rows_still_held(run_tool, clickhouse, tmp_path):
+    """Rows waiting for their batch (a 30 s flush interval) land when SIGHUP ends the run."""
+    db = str(tmp_path / "hup.db")
+    storm = subprocess.Popen([PYTHON, os.path.join(TARGETS, "gc_storm.py"), "50"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert storm.stdout.readline().strip() == "ready"
+        tool = run_tool("pygc", "-p", str(storm.pid), "--also-stdout", "--sqlite", db,
+                        "--clickhouse-url", clickhouse.url, "--ch-flush-interval", "30")
+        time.sleep(2)
+        assert clickhouse.count("ebpf_gc_pause") == 0  # still held: the batch is not due
+        tool.stop(sig=signal.SIGHUP)
+        assert tool.returncode == 0, tool.stderr
+    finally:
+        storm.stdin.close()
+        storm.wait()
+    emitted = len(tool.events("gc_pause"))
+    assert emitted > 20
+    assert clickhouse.count("ebpf_gc_pause") == emitted
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM ebpf_gc_pause").fetchone()[0] == emitted
