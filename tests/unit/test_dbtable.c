@@ -8,16 +8,15 @@
 #include <sys/time.h>
 
 #include "dbtable.h"
-#include "record.h"
 
 static const struct field sample_fields[] = {
 	FIELD_METRIC,
-	FIELD_PID(1),
+	{ "pid", FIELD_INT, NULL, "a process id", 1, "PID", 7, NULL },
 	{ "ok", FIELD_BOOL, NULL, "a flag", 0, NULL, 0, NULL },
 	{ "start_time", FIELD_TIME, NULL, "when", 0, NULL, 0, NULL },
 	{ "ms", FIELD_REAL, "ms", "how long", 0, NULL, 0, NULL },
 	{ "stack", FIELD_ARRAY, NULL, "frames", 0, NULL, 0, NULL },
-	FIELD_TIME(0),
+	{ "time", FIELD_TIME, NULL, "wall-clock time", 0, NULL, 0, NULL },
 	FIELD_ENV,
 	FIELD_END,
 };
