@@ -23,6 +23,8 @@ LIB_SRCS := $(filter-out src/bpf/bpfcheck_helper.c,$(wildcard src/*/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
 PKGS := libbcc jansson libbpf
+# the database sinks (src/run/sink_sqlite.c, sink_clickhouse.c)
+PKGS += libcurl sqlite3
 CC ?= cc
 CFLAGS ?= -O2 -g
 # snprintf into fixed buffers truncates on purpose (an over-long path is then not
@@ -44,6 +46,7 @@ DEB_BUILD := make gcc clang pkg-config libbpfcc-dev libbpf-dev libjansson-dev li
 DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc-tools bpftool \
 	binutils patchelf python3-gunicorn wrk uwsgi-core uwsgi-plugin-python3 python3.11 procps \
 	util-linux debootstrap jq groff-base
+DEB_TEST += libcurl4-openssl-dev libsqlite3-dev clickhouse-server  # the database sinks and their tests
 
 # Debian's interpreter: pytest is its package (a pyenv python3 may come first on PATH).
 PYTEST ?= /usr/bin/python3 -m pytest

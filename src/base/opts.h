@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "sinkopts.h"
+
 struct opt {
 	int id;           /* handed to the tool's handler; a short option's own letter or OPT_* */
 	char shortname;   /* 0 when there is none */
@@ -47,11 +49,13 @@ enum {
 /* How every BPF tool's table ends, in the order --help and the man pages list them. */
 #define OPT_ENTRIES_TRACKER_TAIL                                                          \
 	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_KHEADERS, OPT_ENTRY_EBPF, \
+		OPT_ENTRIES_SINKS,                                                        \
 		OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
 /* A tracker without BPF (text stays NULL): no --kernel-headers, no --ebpf. */
 #define OPT_ENTRIES_TRACKER_TAIL_NO_BPF                                                   \
-	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, \
-		OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
+	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, \
+		OPT_ENTRIES_SINKS,                                                        \
+		OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
 
 struct tool_doc {
 	const char *name;     /* tool name, also the message prefix */
@@ -73,6 +77,7 @@ struct common_opts {
 	bool print_ebpf;
 	bool print_fields;
 	bool wide; /* -w */
+	struct sink_opts sink; /* --sqlite, --clickhouse-*, --ch-*, --also-stdout */
 };
 
 /* Returns 0 when a handled option parsed, -1 after printing a usage error. */

@@ -10,6 +10,7 @@
 #include "jsonfmt.h"
 
 #define MAX_POLLFDS 4096
+#define MAX_RUN_TRACKERS 32
 
 static int print_texts(struct tracker *const *trackers, int n)
 {
@@ -109,13 +110,35 @@ static void say_started(struct tracker *const *trackers, int n)
 		log_info("%s%s", trackers[i]->banner, i == n - 1 ? " Hit Ctrl-C to end." : "");
 }
 
-int runner_run(struct tracker *const *trackers, int n, const struct common_opts *common)
+/*
+ * Tracker i could not prepare, compile or start. Strict: the run fails. Lenient
+ * (runner_run_each): a warning naming it, it leaves the run (its caller frees it),
+ * and the others go on; false when none is left.
+ */
+static bool leave(struct tracker **trackers, int *n, int *i, bool lenient, const char *what)
 {
-	struct sink *sink = n ? trackers[0]->sink : NULL;
+	if (!lenient)
+		return false;
+	log_warn("%s could not %s: running without it", trackers[*i]->ops->name, what);
+	memmove(trackers + *i, trackers + *i + 1, (size_t)(*n - *i - 1) * sizeof(*trackers));
+	(*n)--;
+	(*i)--;
+	return *n > 0;
+}
+
+static int run(struct tracker *const *all, int n, const struct common_opts *common, bool lenient)
+{
+	struct tracker *trackers[MAX_RUN_TRACKERS];
+	struct sink *sink = n ? all[0]->sink : NULL;
 	uint64_t deadline_ns = 0;
 	int rc = EXIT_RUNTIME;
 
 	schema_wide = common->wide;
+	if (n > MAX_RUN_TRACKERS) {
+		log_error("too many trackers in one run (at most %d)", MAX_RUN_TRACKERS);
+		return EXIT_RUNTIME;
+	}
+	memcpy(trackers, all, (size_t)n * sizeof(*trackers));
 
 	if (common->print_fields) {
 		schema_print_header(stdout);
@@ -126,20 +149,21 @@ int runner_run(struct tracker *const *trackers, int n, const struct common_opts 
 	if (!common->print_ebpf && any_bpf(trackers, n) && lifecycle_check_privileges())
 		return EXIT_RUNTIME;
 	for (int i = 0; i < n; i++)
-		if (trackers[i]->ops->prepare(trackers[i]))
+		if (trackers[i]->ops->prepare(trackers[i]) && !leave(trackers, &n, &i, lenient, "inspect its targets"))
 			return EXIT_RUNTIME;
 	if (common->print_ebpf)
 		return print_texts(trackers, n);
 
 	for (int i = 0; i < n; i++) {
 		struct tracker *t = trackers[i];
-		if (t->text && !(t->prog = t->ops->bpf->compile(t->text, &t->cflags, common->kernel_headers)))
+		if (t->text && !(t->prog = t->ops->bpf->compile(t->text, &t->cflags, common->kernel_headers)) &&
+		    !leave(trackers, &n, &i, lenient, "compile its BPF program"))
 			return EXIT_RUNTIME;
 	}
 	/* signals before attaching: a Ctrl-C during start still ends the run cleanly */
 	lifecycle_install_signals();
 	for (int i = 0; i < n; i++)
-		if (trackers[i]->ops->start(trackers[i]))
+		if (trackers[i]->ops->start(trackers[i]) && !leave(trackers, &n, &i, lenient, "attach"))
 			return EXIT_RUNTIME;
 	if (common->duration_s)
 		deadline_ns = time_mono_ns() + (uint64_t)(common->duration_s * 1e9);
@@ -154,4 +178,14 @@ int runner_run(struct tracker *const *trackers, int n, const struct common_opts 
 		if (trackers[i]->ops->finish)
 			trackers[i]->ops->finish(trackers[i]);
 	return rc;
+}
+
+int runner_run(struct tracker *const *trackers, int n, const struct common_opts *common)
+{
+	return run(trackers, n, common, false);
+}
+
+int runner_run_each(struct tracker *const *trackers, int n, const struct common_opts *common)
+{
+	return run(trackers, n, common, true);
 }

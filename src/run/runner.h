@@ -13,5 +13,11 @@
  * instead. Returns the tool's exit code.
  */
 int runner_run(struct tracker *const *trackers, int n, const struct common_opts *common);
+/*
+ * The same for a run of several independent trackers (pymonitor): one that cannot
+ * inspect its targets, compile or attach is a warning naming it, and the others run
+ * (1 when none can). The caller still frees every tracker.
+ */
+int runner_run_each(struct tracker *const *trackers, int n, const struct common_opts *common);
 
 #endif

@@ -1,5 +1,6 @@
 #include "tool.h"
 
+#include "dbsinks.h"
 #include "log.h"
 #include "runner.h"
 #include "sink.h"
@@ -16,7 +17,7 @@ int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int arg
 		tracker_free(t);
 		return EXIT_USAGE;
 	}
-	t->sink = sink_stdout_open(common.json, common.env);
+	t->sink = sinks_open(&common, &ops->schemas, 1);
 	if (t->sink)
 		rc = runner_run(&t, 1, &common);
 	/* results that could not be written make the run a failure */

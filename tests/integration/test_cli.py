@@ -116,9 +116,13 @@ INTERVAL_TOOLS = [t for t in TOOLS if ("i", "interval") in help_options(t)]
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_a_duration_operand_with_a_fraction_ends_the_run(tool):
-    """BCC's habit `profile -p 42 10`: a last operand is the duration, and fractions count."""
+    """BCC's habit `profile -p 42 10`: a last operand is the duration, and fractions count.
+
+    pymonitor's -p takes several pids (as the original tool's), so a trailing number is a
+    pid there: its duration is -d only, with fractions as everywhere."""
     pid = ["-p", str(os.getpid())] if tool in PID_TOOLS else []
-    p, early = start_ready([tool_path(tool), "-j"] + pid + ["0.5"])
+    duration = ["-d", "0.5"] if tool == "pymonitor" else ["0.5"]
+    p, early = start_ready([tool_path(tool), "-j"] + pid + duration)
     t0 = time.time()
     out, err = p.communicate(timeout=60)
     took = time.time() - t0

@@ -1,0 +1,103 @@
+"""pymonitor against the same trackers as separate tools: seconds from exec to the
+first event of each tracker, and the summed RSS once every tracker has had its first
+event (or after 60 s), rounds interleaved (one process, then the separate tools).
+
+usage: first_events.py ROUNDS BUILD
+The workload is one Python process that spins, collects garbage every 50 ms and makes a
+loopback TCP connection every 20 ms; hostnet samples every second. pyhandoff and
+tcploss need a server or packet loss to have events: they run (and are counted in the
+RSS) but have no first event here.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+rounds, build = int(sys.argv[1]), sys.argv[2]
+METRICS = {"gc_pause": "pygc", "py_stack": "pystack", "tcp_connect": "tcphandshake",
+           "tcp_accept": "tcphandshake", "host_net": "hostnet"}
+WORKLOAD = r'''
+import gc, socket, sys, threading, time
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(128)
+port = srv.getsockname()[1]
+def conns():
+    while True:
+        c = socket.create_connection(("127.0.0.1", port)); a, _ = srv.accept()
+        c.close(); a.close(); time.sleep(0.02)
+def collect():
+    while True:
+        gc.collect(0); time.sleep(0.05)
+threading.Thread(target=conns, daemon=True).start()
+threading.Thread(target=collect, daemon=True).start()
+print("ready", flush=True)
+while True:
+    pass
+'''
+
+
+def rss_kb(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+    except OSError:
+        return 0
+
+
+def run(cmds):
+    """{metric: seconds to its first event}, summed RSS (KiB) when all were seen."""
+    t0 = time.monotonic()
+    outs = []
+    procs = []
+    for c in cmds:
+        out = tempfile.TemporaryFile()
+        outs.append(out)
+        procs.append(subprocess.Popen(c, stdout=out, stderr=subprocess.DEVNULL))
+    first = {}
+    deadline = t0 + 60
+    while time.monotonic() < deadline and len(first) < len(METRICS):
+        time.sleep(0.1)
+        for out in outs:
+            out.seek(0)
+            for line in out.read().decode(errors="replace").splitlines():
+                try:
+                    m = json.loads(line).get("metric")
+                except ValueError:
+                    continue
+                if m in METRICS and m not in first:
+                    first[m] = time.monotonic() - t0
+    rss = sum(rss_kb(p.pid) for p in procs)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait()
+    return first, rss
+
+
+w = subprocess.Popen(["/usr/bin/python3", "-c", WORKLOAD], stdout=subprocess.PIPE)
+try:
+    assert w.stdout.readline().strip() == b"ready"
+    pid = str(w.pid)
+    one = [[build + "/pymonitor", "-j", "-p", pid, "--hnh-interval", "1"]]
+    separate = [[build + "/" + t, "-j"] + a for t, a in (
+        ("pygc", ["-p", pid]), ("pystack", ["-p", pid]), ("tcphandshake", ["-p", pid]),
+        ("hostnet", ["-i", "1"]), ("pyhandoff", ["-p", pid]), ("tcploss", ["-p", pid]))]
+    res = {"pymonitor": [], "separate": []}
+    for _ in range(rounds):
+        res["pymonitor"].append(run(one))
+        res["separate"].append(run(separate))
+finally:
+    w.kill()
+    w.wait()
+
+print("   %-30s %12s %12s" % ("median over %d rounds" % rounds, "pymonitor", "6 tools"))
+for m in METRICS:
+    a = [r[0].get(m) for r in res["pymonitor"]]
+    b = [r[0].get(m) for r in res["separate"]]
+    fmt = lambda v: "%12.2f" % statistics.median(v) if None not in v else "%12s" % "none"
+    print("   %-30s %s %s" % ("first %s (s)" % m, fmt(a), fmt(b)))
+ra = statistics.median(r[1] for r in res["pymonitor"]) / 1024
+rb = statistics.median(r[1] for r in res["separate"]) / 1024
+print("   %-30s %12.1f %12.1f   ratio pymonitor/tools: %.2f" % ("RSS, all running (MiB)", ra, rb, ra / rb))

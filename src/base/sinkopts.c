@@ -1,0 +1,61 @@
+#include "sinkopts.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opts.h"
+
+void sinkopts_init(struct sink_opts *o)
+{
+	if (!o->ch_batch_size)
+		o->ch_batch_size = 5000;
+	if (o->ch_flush_interval_s <= 0)
+		o->ch_flush_interval_s = 30;
+	if (!o->ch_queue_max)
+		o->ch_queue_max = 100000;
+}
+
+int sinkopts_handle(struct sink_opts *o, int id, char *arg)
+{
+	switch (id) {
+	case OPT_SQLITE:
+		o->sqlite = arg;
+		return 1;
+	case OPT_CH_URL:
+		if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
+			return opts_usage_error("invalid --clickhouse-url '%s': expected http://HOST:PORT", arg);
+		o->ch_url = arg;
+		return 1;
+	case OPT_CH_USER:
+		o->ch_user = arg;
+		return 1;
+	case OPT_CH_PASSWORD:
+		free(o->ch_password);
+		if (!(o->ch_password = strdup(arg)))
+			return opts_usage_error("out of memory");
+		/* what ps shows is the process's own argv memory: blank it */
+		memset(arg, 'x', strlen(arg));
+		return 1;
+	case OPT_CH_PASSWORD_FILE:
+		o->ch_password_file = arg;
+		return 1;
+	case OPT_CH_DATABASE:
+		o->ch_database = arg;
+		return 1;
+	case OPT_CH_BATCH_SIZE:
+		return opts_parse_ulong("ch-batch-size", arg, 1, 1000000, &o->ch_batch_size) ? -1 : 1;
+	case OPT_CH_FLUSH_INTERVAL:
+		return opts_parse_double("ch-flush-interval", arg, 0.01, 86400, &o->ch_flush_interval_s) ? -1 : 1;
+	case OPT_CH_QUEUE_MAX:
+		return opts_parse_ulong("ch-queue-max", arg, 1, 100000000, &o->ch_queue_max) ? -1 : 1;
+	case OPT_ALSO_STDOUT:
+		o->also_stdout = true;
+		return 1;
+	}
+	return 0;
+}
+
+bool sinkopts_any_database(const struct sink_opts *o)
+{
+	return o->sqlite || o->ch_url;
+}

@@ -1,0 +1,60 @@
+/*
+ * The database sink options every tool shares (--sqlite, --clickhouse-*, --ch-*,
+ * --also-stdout): what they set, and their entries in every tracker's option table.
+ * The sinks themselves live in src/run (sinks.h).
+ */
+#ifndef PYEBPF_SINKOPTS_H
+#define PYEBPF_SINKOPTS_H
+
+#include <stdbool.h>
+
+/* Ids of the sink options, apart from the other shared ones (opts.h) and the tools' own. */
+enum {
+	OPT_SQLITE = 1050,
+	OPT_CH_URL,
+	OPT_CH_USER,
+	OPT_CH_PASSWORD,
+	OPT_CH_PASSWORD_FILE,
+	OPT_CH_DATABASE,
+	OPT_CH_BATCH_SIZE,
+	OPT_CH_FLUSH_INTERVAL,
+	OPT_CH_QUEUE_MAX,
+	OPT_ALSO_STDOUT,
+};
+
+#define OPT_ENTRIES_SINKS                                                                                   \
+	{ OPT_SQLITE, 0, "sqlite", "FILE", "write every event into the SQLite database FILE (WAL mode)" },           \
+	{ OPT_CH_URL, 0, "clickhouse-url", "URL", "write every event into ClickHouse at URL (http://HOST:PORT)" }, \
+	{ OPT_CH_USER, 0, "clickhouse-user", "USER", "ClickHouse user (default: default)" },                     \
+	{ OPT_CH_PASSWORD, 0, "clickhouse-password", "PASS", "ClickHouse password (hidden from ps; see also the next)" }, \
+	{ OPT_CH_PASSWORD_FILE, 0, "clickhouse-password-file", "FILE", "read the ClickHouse password from FILE" }, \
+	{ OPT_CH_DATABASE, 0, "clickhouse-database", "DB", "ClickHouse database of the tables (default: default)" }, \
+	{ OPT_CH_BATCH_SIZE, 0, "ch-batch-size", "N", "rows per ClickHouse insert (default 5000)" },              \
+	{ OPT_CH_FLUSH_INTERVAL, 0, "ch-flush-interval", "SECONDS", "longest a row waits for its insert (default 30)" }, \
+	{ OPT_CH_QUEUE_MAX, 0, "ch-queue-max", "N", "rows held while ClickHouse is away; beyond, dropped and counted (default 100000)" }, \
+	{ OPT_ALSO_STDOUT, 0, "also-stdout", NULL, "with a database: also print every record (JSON lines) on stdout" }
+
+struct sink_opts {
+	const char *sqlite;
+	const char *ch_url;
+	const char *ch_user;
+	char *ch_password; /* a copy (the command line's is blanked) */
+	const char *ch_password_file;
+	const char *ch_database;
+	unsigned long ch_batch_size;
+	double ch_flush_interval_s;
+	unsigned long ch_queue_max;
+	bool also_stdout;
+};
+
+/* Defaults (a zeroed struct gets them at sinkopts_finish too). */
+void sinkopts_init(struct sink_opts *o);
+/*
+ * One option: 1 when it is a sink option (handled), 0 when it is not, -1 after a
+ * usage error. arg is the command line's own string: a password in it is blanked.
+ */
+int sinkopts_handle(struct sink_opts *o, int id, char *arg);
+/* Whether any database sink is asked for. */
+bool sinkopts_any_database(const struct sink_opts *o);
+
+#endif

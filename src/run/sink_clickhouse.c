@@ -1,0 +1,690 @@
+/*
+ * The ClickHouse sink: the tables of dbtable.h over HTTP, `INSERT INTO db.table
+ * FORMAT JSONEachRow`, batches of --ch-batch-size rows or --ch-flush-interval
+ * seconds, whichever comes first.
+ *
+ * The event loop only formats rows and queues batches; a sender thread of its own
+ * posts them, so a slow or absent server never holds the loop up. Nothing is lost
+ * silently: a batch that could not be sent stays queued and is retried with backoff
+ * (0.1 s doubling to 2 s; what piled up meanwhile goes out in few inserts); when the
+ * queued and pending rows reach --ch-queue-max, new rows are dropped and counted per
+ * table. The counts are said at exit and, once the
+ * server takes a batch again, written as rows of ebpf_dropped. A batch the server
+ * rejects (a bad row rejects it whole) is dropped and counted too, with its reason.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dbsinks.h"
+#include "dbtable.h"
+#include "jsonfmt.h"
+#include "log.h"
+#include "record.h"
+
+#define MAX_TABLES 32
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+/* The most one insert carries when queued batches of a table are sent together. */
+#define MERGE_MAX_BYTES (64u << 20)
+/* At exit, how long a server that is away gets to come back before what is queued is dropped. */
+#define CLOSE_GRACE_MS 10000
+
+static const struct field dropped_fields[] = {
+	FIELD_METRIC,
+	{ "table", FIELD_STR, NULL, "the table whose rows were dropped", 0, NULL, 0, NULL },
+	{ "dropped", FIELD_INT, NULL, "rows dropped since the last such row (queue full or rejected)", 0, NULL, 0, NULL },
+	FIELD_TIME(0),
+	FIELD_ENV,
+	FIELD_END,
+};
+static const struct schema dropped_schema = { "dropped", SCHEMA_EVENT, dropped_fields };
+
+struct ch_table {
+	struct db_table t;
+	char *buf; /* the batch being filled by the event loop: JSON lines */
+	size_t len, cap;
+	unsigned long rows;
+	uint64_t first_ns; /* when its first row came */
+	/* under the sink's lock */
+	unsigned long landed, dropped, dropped_reported;
+};
+
+struct ch_batch {
+	struct ch_batch *next;
+	struct ch_table *table;
+	char *body;
+	size_t len;
+	unsigned long rows;
+};
+
+struct ch_sink {
+	struct sink base;
+	char url[1024];
+	char *user, *password, *database;
+	unsigned long batch_size, queue_max;
+	uint64_t flush_ns;
+	unsigned long pending; /* rows in the tables' batches being filled */
+	int ntables;
+	struct ch_table tables[MAX_TABLES];
+	struct ch_table *dropped_table;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct ch_batch *head, *tail; /* the queue, oldest first */
+	unsigned long queued;         /* rows in it */
+	bool stopping;
+	uint64_t stop_deadline_ns;
+	bool away;                    /* the last attempt failed (said once per outage) */
+};
+
+static uint64_t now_ns(void)
+{
+	return time_mono_ns();
+}
+
+struct reply {
+	char text[512];
+	size_t len;
+};
+
+static size_t on_reply(char *data, size_t size, size_t n, void *ctx)
+{
+	struct reply *r = ctx;
+	size_t len = size * n, room = sizeof(r->text) - 1 - r->len;
+
+	memcpy(r->text + r->len, data, len < room ? len : room);
+	r->len += len < room ? len : room;
+	r->text[r->len] = 0;
+	return len;
+}
+
+/*
+ * One request: query in the URL, body (may be NULL) posted. Returns the HTTP status,
+ * or 0 when the server was not reached (reply->text says why).
+ */
+static long request(struct ch_sink *c, CURL *h, const char *query, const char *body, size_t len,
+		    struct reply *reply)
+{
+	char *esc = curl_easy_escape(h, query, 0), *url;
+	long status = 0;
+	CURLcode rc;
+	size_t n;
+
+	reply->len = 0;
+	reply->text[0] = 0;
+	n = strlen(c->url) + strlen(esc ? esc : "") + strlen(c->database) + 64;
+	if (!esc || !(url = malloc(n))) {
+		curl_free(esc);
+		snprintf(reply->text, sizeof(reply->text), "out of memory");
+		return 0;
+	}
+	snprintf(url, n, "%s/?database=%s&query=%s", c->url, c->database, esc);
+	curl_free(esc);
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(h, CURLOPT_POST, 1L);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_reply);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, reply);
+	/* basic auth: the password never appears in a URL or a command line */
+	curl_easy_setopt(h, CURLOPT_USERNAME, c->user);
+	curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
+	rc = curl_easy_perform(h);
+	free(url);
+	if (rc != CURLE_OK) {
+		snprintf(reply->text, sizeof(reply->text), "%s", curl_easy_strerror(rc));
+		return 0;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	/* the server's message on one line */
+	for (char *p = reply->text; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	return status;
+}
+
+/* A refusal that no retry can cure (bad rows, unknown column), as opposed to a server away. */
+static bool rejected(long status)
+{
+	return status >= 400 && status != 502 && status != 503 && status != 504;
+}
+
+static const char *ch_type(const struct db_column *col, char *buf, size_t len)
+{
+	const char *t = "String";
+
+	switch (col->type) {
+	case DB_INT:
+		t = "Int64";
+		break;
+	case DB_REAL:
+		t = "Float64";
+		break;
+	case DB_BOOL:
+		t = "UInt8";
+		break;
+	case DB_DATETIME:
+		t = "DateTime";
+		break;
+	case DB_MICROS:
+		t = "UInt64";
+		break;
+	case DB_STRING:
+		break;
+	}
+	snprintf(buf, len, col->key ? "%s" : "Nullable(%s)", t);
+	return buf;
+}
+
+static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
+{
+	size_t cap = 256 + (size_t)t->ncols * 96, a;
+	char *sql = malloc(cap), type[40];
+	struct reply reply;
+	long status;
+
+	if (!sql)
+		return -1;
+	a = (size_t)snprintf(sql, cap, "CREATE TABLE IF NOT EXISTS %s (", t->name);
+	for (int i = 0; i < t->ncols; i++)
+		a += (size_t)snprintf(sql + a, cap - a, "%s`%s` %s", i ? ", " : "", t->cols[i].name,
+				      ch_type(&t->cols[i], type, sizeof(type)));
+	snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY toYYYYMM(time) ORDER BY (env, host, time)");
+	status = request(c, h, sql, NULL, 0, &reply);
+	free(sql);
+	if (status == 200)
+		return 0;
+	log_error("ClickHouse at %s: cannot create table %s.%s: %s", c->url, c->database, t->name, reply.text);
+	return -1;
+}
+
+/* Start-up: the server answers, takes the user and the password, has the database. */
+static int check_server(struct ch_sink *c, CURL *h)
+{
+	struct reply reply;
+	long status = request(c, h, "SELECT 1", NULL, 0, &reply);
+
+	if (status == 200)
+		return 0;
+	if (!status)
+		log_error("cannot reach ClickHouse at %s: %s", c->url, reply.text);
+	else if (strstr(reply.text, "Code: 192") || strstr(reply.text, "Code: 193") ||
+		 strstr(reply.text, "Code: 516") || status == 401 || status == 403)
+		log_error("ClickHouse at %s refused user '%s' (wrong user or password?): %s", c->url, c->user,
+			  reply.text);
+	else if (strstr(reply.text, "Code: 81"))
+		log_error("ClickHouse at %s has no database '%s': %s", c->url, c->database, reply.text);
+	else
+		log_error("ClickHouse at %s answered HTTP %ld: %s", c->url, status, reply.text);
+	return -1;
+}
+
+/* Appends a row (ClickHouse's DateTime as seconds since the epoch) to t's batch. */
+static int append_row(struct ch_table *t, json_t *row)
+{
+	char *line;
+	size_t n;
+
+	for (int i = 0; i < t->t.ncols; i++)
+		if (t->t.cols[i].type == DB_DATETIME) {
+			json_t *v = json_object_get(row, t->t.cols[i].name);
+			if (json_is_string(v))
+				json_object_set_new(row, t->t.cols[i].name,
+						    json_integer(dbtable_parse_time_us(json_string_value(v)) / 1000000));
+		}
+	if (!(line = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))))
+		return -1;
+	n = strlen(line);
+	if (t->len + n + 2 > t->cap) {
+		size_t cap = (t->cap ? t->cap * 2 : 65536) + n;
+		char *b = realloc(t->buf, cap);
+		if (!b) {
+			free(line);
+			return -1;
+		}
+		t->buf = b;
+		t->cap = cap;
+	}
+	memcpy(t->buf + t->len, line, n);
+	t->len += n;
+	t->buf[t->len++] = '\n';
+	free(line);
+	return 0;
+}
+
+/* Caller holds the lock. */
+static void enqueue(struct ch_sink *c, struct ch_batch *b)
+{
+	b->next = NULL;
+	if (c->tail)
+		c->tail->next = b;
+	else
+		c->head = b;
+	c->tail = b;
+	c->queued += b->rows;
+	pthread_cond_signal(&c->wake);
+}
+
+/* The batch being filled into the queue. */
+static void hand_over(struct ch_sink *c, struct ch_table *t)
+{
+	struct ch_batch *b;
+
+	if (!t->rows)
+		return;
+	if (!(b = calloc(1, sizeof(*b)))) {
+		pthread_mutex_lock(&c->lock);
+		t->dropped += t->rows;
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		b->table = t;
+		b->body = t->buf;
+		b->len = t->len;
+		b->rows = t->rows;
+		pthread_mutex_lock(&c->lock);
+		enqueue(c, b);
+		pthread_mutex_unlock(&c->lock);
+		t->buf = NULL;
+		t->len = t->cap = 0;
+	}
+	c->pending -= t->rows;
+	t->rows = 0;
+}
+
+static struct ch_table *table_of(struct ch_sink *c, const struct schema *sc)
+{
+	for (int i = 0; i < c->ntables; i++)
+		if (c->tables[i].t.schema == sc)
+			return &c->tables[i];
+	return NULL;
+}
+
+static void ch_record(struct sink *s, const struct schema *sc, json_t *obj)
+{
+	struct ch_sink *c = (struct ch_sink *)s;
+	struct ch_table *t = table_of(c, sc);
+	unsigned long queued;
+	json_t *row;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&c->lock);
+	queued = c->queued;
+	if (queued + c->pending >= c->queue_max) {
+		t->dropped++;
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	pthread_mutex_unlock(&c->lock);
+	row = dbtable_row(&t->t, obj, dbtable_host());
+	if (!row || append_row(t, row)) {
+		pthread_mutex_lock(&c->lock);
+		t->dropped++;
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		if (!t->rows++)
+			t->first_ns = now_ns();
+		c->pending++;
+	}
+	json_decref(row);
+	if (t->rows >= c->batch_size)
+		hand_over(c, t);
+}
+
+static void ch_flush(struct sink *s)
+{
+	struct ch_sink *c = (struct ch_sink *)s;
+	uint64_t now = now_ns();
+
+	/* ebpf_dropped's batch is the sender thread's own: not touched here */
+	for (int i = 0; i < c->ntables; i++)
+		if (&c->tables[i] != c->dropped_table && c->tables[i].rows &&
+		    now - c->tables[i].first_ns >= c->flush_ns)
+			hand_over(c, &c->tables[i]);
+}
+
+/* Caller holds the lock: a row of ebpf_dropped per table with drops not yet written. */
+static void queue_drop_report(struct ch_sink *c)
+{
+	struct ch_table *d = c->dropped_table;
+	struct ch_batch *b;
+	char now[40];
+
+	for (int i = 0; i < c->ntables; i++) {
+		struct ch_table *t = &c->tables[i];
+		json_t *o, *row;
+
+		if (t == d || t->dropped == t->dropped_reported)
+			continue;
+		o = json_object();
+		json_set_str(o, "metric", "dropped");
+		json_set_str(o, "table", t->t.name);
+		json_set_int(o, "dropped", (json_int_t)(t->dropped - t->dropped_reported));
+		time_format_mono_ns(now_ns(), now, sizeof(now));
+		json_set_str(o, "time", now);
+		if (c->base.env)
+			json_set_str(o, "env", c->base.env);
+		row = dbtable_row(&d->t, o, dbtable_host());
+		if (row && !append_row(d, row)) {
+			t->dropped_reported = t->dropped;
+			d->rows++;
+		}
+		json_decref(row);
+		json_decref(o);
+	}
+	if (!d->rows || !(b = calloc(1, sizeof(*b))))
+		return;
+	b->table = d;
+	b->body = d->buf;
+	b->len = d->len;
+	b->rows = 0; /* reports do not count against --ch-queue-max */
+	d->buf = NULL;
+	d->len = d->cap = 0;
+	d->rows = 0;
+	enqueue(c, b);
+}
+
+static void free_batch(struct ch_batch *b)
+{
+	free(b->body);
+	free(b);
+}
+
+/* Caller holds the lock: the oldest batch is done (landed or dropped). */
+static void dequeue(struct ch_sink *c, bool landed)
+{
+	struct ch_batch *b = c->head;
+
+	c->head = b->next;
+	if (!c->head)
+		c->tail = NULL;
+	c->queued -= b->rows;
+	if (b->table != c->dropped_table) {
+		if (landed)
+			b->table->landed += b->rows;
+		else
+			b->table->dropped += b->rows;
+	}
+	free_batch(b);
+}
+
+static void wait_ms(struct ch_sink *c, unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+}
+
+static void *sender(void *arg)
+{
+	struct ch_sink *c = arg;
+	CURL *h = curl_easy_init();
+	unsigned backoff = BACKOFF_MIN_MS;
+	char query[256];
+	struct reply reply;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct ch_batch *b;
+		unsigned long rows;
+		size_t len;
+		char *body;
+		long status;
+		int k;
+
+		while (!c->head && !c->stopping)
+			pthread_cond_wait(&c->wake, &c->lock);
+		if (!c->head || (c->stopping && now_ns() >= c->stop_deadline_ns))
+			break;
+		b = c->head;
+		/*
+		 * What piled up while the server was away goes out in few inserts: the queued
+		 * batches of the head's table that follow it (each insert is a part to merge).
+		 */
+		k = 0;
+		len = 0;
+		rows = 0;
+		for (struct ch_batch *x = b; x && x->table == b->table && len + x->len <= MERGE_MAX_BYTES; x = x->next) {
+			k++;
+			len += x->len;
+			rows += x->rows;
+		}
+		pthread_mutex_unlock(&c->lock);
+		/* the batches stay queued, unchanged, until this thread dequeues them */
+		body = b->body;
+		if (k > 1 && (body = malloc(len))) {
+			size_t at = 0;
+			struct ch_batch *x = b;
+			for (int i = 0; i < k; i++, x = x->next) {
+				memcpy(body + at, x->body, x->len);
+				at += x->len;
+			}
+		} else {
+			k = 1;
+			body = b->body;
+			len = b->len;
+			rows = b->rows;
+		}
+		snprintf(query, sizeof(query), "INSERT INTO %s FORMAT JSONEachRow", b->table->t.name);
+		status = h ? request(c, h, query, body, len, &reply) : 0;
+		if (body != b->body)
+			free(body);
+		pthread_mutex_lock(&c->lock);
+		if (status == 200) {
+			if (c->away)
+				log_info("ClickHouse at %s is back", c->url);
+			c->away = false;
+			backoff = BACKOFF_MIN_MS;
+			for (int i = 0; i < k; i++)
+				dequeue(c, true);
+			queue_drop_report(c);
+			continue;
+		}
+		if (status && rejected(status)) {
+			log_warn("ClickHouse rejected %lu rows of %s (dropped): HTTP %ld: %.300s", rows,
+				 b->table->t.name, status, reply.text);
+			for (int i = 0; i < k; i++)
+				dequeue(c, false);
+			continue;
+		}
+		if (!c->away)
+			log_warn("ClickHouse at %s is away (%s); rows are kept (up to --ch-queue-max %lu) and retried",
+				 c->url, reply.text, c->queue_max);
+		c->away = true;
+		wait_ms(c, backoff);
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+	pthread_mutex_unlock(&c->lock);
+	curl_easy_cleanup(h);
+	return NULL;
+}
+
+static int ch_status(struct sink *s)
+{
+	(void)s;
+	return 0; /* a server away is no reason to stop tracing: rows are kept or counted */
+}
+
+static int ch_close(struct sink *s)
+{
+	struct ch_sink *c = (struct ch_sink *)s;
+	unsigned long lost = 0;
+
+	for (int i = 0; i < c->ntables; i++)
+		if (&c->tables[i] != c->dropped_table)
+			hand_over(c, &c->tables[i]);
+	if (c->started) {
+		pthread_mutex_lock(&c->lock);
+		c->stopping = true;
+		c->stop_deadline_ns = now_ns() + CLOSE_GRACE_MS * 1000000ull;
+		pthread_cond_signal(&c->wake);
+		pthread_mutex_unlock(&c->lock);
+		pthread_join(c->thread, NULL);
+	}
+	/* what is still queued could not be sent: dropped */
+	while (c->head)
+		dequeue(c, false);
+	for (int i = 0; i < c->ntables; i++) {
+		struct ch_table *t = &c->tables[i];
+		if (t == c->dropped_table)
+			continue;
+		if (t->landed || t->dropped)
+			fprintf(stderr, "%s: clickhouse: %s: landed=%lu dropped=%lu\n", log_progname, t->t.name,
+				t->landed, t->dropped);
+		lost += t->dropped;
+		free(t->buf);
+	}
+	free(c->dropped_table->buf);
+	if (lost)
+		log_warn("ClickHouse: %lu rows dropped in all (counted per table above)", lost);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->wake);
+	free(c->user);
+	free(c->password);
+	free(c->database);
+	free(c);
+	return 0;
+}
+
+static void nothing(struct sink *s, const struct schema *sc, json_t *obj)
+{
+	(void)s, (void)sc, (void)obj;
+}
+
+static void no_table(struct sink *s, const struct schema *sc, const char *title)
+{
+	(void)s, (void)sc, (void)title;
+}
+
+static const struct sink_ops ch_ops = {
+	.record = ch_record,
+	.table_begin = no_table,
+	.table_row = nothing,
+	.summary = nothing,
+	.flush = ch_flush,
+	.status = ch_status,
+	.close = ch_close,
+};
+
+/* The password: --clickhouse-password, else the first line of its file, else $CLICKHOUSE_PASSWORD. */
+static int read_password(const struct sink_opts *o, char **out)
+{
+	const char *env = getenv("CLICKHOUSE_PASSWORD");
+	char line[1024];
+	FILE *f;
+
+	*out = NULL;
+	if (o->ch_password)
+		return (*out = strdup(o->ch_password)) ? 0 : -1;
+	if (o->ch_password_file) {
+		if (!(f = fopen(o->ch_password_file, "r"))) {
+			log_error("cannot read --clickhouse-password-file %s: %s", o->ch_password_file, strerror(errno));
+			return -1;
+		}
+		if (!fgets(line, sizeof(line), f))
+			line[0] = 0;
+		fclose(f);
+		line[strcspn(line, "\r\n")] = 0;
+		return (*out = strdup(line)) ? 0 : -1;
+	}
+	if (env)
+		return (*out = strdup(env)) ? 0 : -1;
+	return 0;
+}
+
+static bool plain_name(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+			return false;
+	return true;
+}
+
+struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema *const *schemas, int n)
+{
+	struct ch_sink *c = calloc(1, sizeof(*c));
+	sigset_t all, old;
+	CURL *h = NULL;
+	size_t len;
+
+	if (!c)
+		return NULL;
+	c->base.ops = &ch_ops;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	snprintf(c->url, sizeof(c->url), "%s", o->ch_url);
+	len = strlen(c->url);
+	while (len && c->url[len - 1] == '/')
+		c->url[--len] = 0;
+	c->user = strdup(o->ch_user ? o->ch_user : "default");
+	c->database = strdup(o->ch_database ? o->ch_database : "default");
+	c->batch_size = o->ch_batch_size;
+	c->queue_max = o->ch_queue_max;
+	c->flush_ns = (uint64_t)(o->ch_flush_interval_s * 1e9);
+	if (!c->user || !c->database || read_password(o, &c->password))
+		goto fail;
+	if (!plain_name(c->database)) {
+		log_error("invalid --clickhouse-database '%s': letters, digits and _ only", c->database);
+		goto fail;
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) || !(h = curl_easy_init())) {
+		log_error("cannot initialize libcurl");
+		goto fail;
+	}
+	if (check_server(c, h))
+		goto fail;
+	for (int i = 0; i < n && c->ntables < MAX_TABLES - 1; i++) {
+		if (dbtable_init(&c->tables[c->ntables].t, schemas[i])) {
+			log_error("record %s has too many fields for a table", schemas[i]->metric);
+			goto fail;
+		}
+		if (create_table(c, h, &c->tables[c->ntables++].t))
+			goto fail;
+	}
+	c->dropped_table = &c->tables[c->ntables];
+	dbtable_init(&c->dropped_table->t, &dropped_schema);
+	if (create_table(c, h, &c->dropped_table->t))
+		goto fail;
+	c->ntables++;
+	curl_easy_cleanup(h);
+	h = NULL;
+	/* signals stay with the event loop's thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	c->started = pthread_create(&c->thread, NULL, sender, c) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!c->started) {
+		log_error("cannot start the ClickHouse sender thread");
+		goto fail;
+	}
+	return &c->base;
+fail:
+	curl_easy_cleanup(h);
+	free(c->user);
+	free(c->password);
+	free(c->database);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->wake);
+	free(c);
+	return NULL;
+}

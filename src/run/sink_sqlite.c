@@ -1,0 +1,253 @@
+/*
+ * The SQLite sink: the tables of dbtable.h in one database file, in WAL mode so it
+ * can be queried while it is written, one transaction per batch (the runner's flush
+ * after every poll ends it).
+ */
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dbsinks.h"
+#include "dbtable.h"
+#include "log.h"
+
+#define MAX_TABLES 32
+
+struct sqlite_table {
+	struct db_table t;
+	sqlite3_stmt *insert;
+	unsigned long rows;
+};
+
+struct sqlite_sink {
+	struct sink base;
+	sqlite3 *db;
+	const char *path;
+	bool in_txn;
+	int failed; /* a write failed: results are lost from then on */
+	int ntables;
+	struct sqlite_table tables[MAX_TABLES];
+};
+
+static const char *sql_type(enum db_type t)
+{
+	switch (t) {
+	case DB_INT:
+	case DB_BOOL:
+	case DB_MICROS:
+		return "INTEGER";
+	case DB_REAL:
+		return "REAL";
+	default:
+		return "TEXT";
+	}
+}
+
+static int exec(struct sqlite_sink *q, const char *sql)
+{
+	char *err = NULL;
+
+	if (sqlite3_exec(q->db, sql, NULL, NULL, &err) == SQLITE_OK)
+		return 0;
+	log_error("SQLite database %s: %s (in: %.60s)", q->path, err ? err : sqlite3_errmsg(q->db), sql);
+	sqlite3_free(err);
+	return -1;
+}
+
+/* CREATE TABLE IF NOT EXISTS and the INSERT statement of one table. */
+static int setup_table(struct sqlite_sink *q, struct sqlite_table *st)
+{
+	size_t cap = 256 + (size_t)st->t.ncols * 96;
+	char *create = malloc(cap), *insert = malloc(cap);
+	size_t a, b;
+	int rc = -1;
+
+	if (!create || !insert)
+		goto out;
+	a = (size_t)snprintf(create, cap, "CREATE TABLE IF NOT EXISTS \"%s\" (", st->t.name);
+	b = (size_t)snprintf(insert, cap, "INSERT INTO \"%s\" VALUES (", st->t.name);
+	for (int i = 0; i < st->t.ncols; i++) {
+		const struct db_column *c = &st->t.cols[i];
+		a += (size_t)snprintf(create + a, cap - a, "%s\"%s\" %s%s", i ? ", " : "", c->name,
+				      sql_type(c->type), c->key ? " NOT NULL" : "");
+		b += (size_t)snprintf(insert + b, cap - b, "%s?", i ? ", " : "");
+	}
+	snprintf(create + a, cap - a, ")");
+	snprintf(insert + b, cap - b, ")");
+	if (exec(q, create))
+		goto out;
+	/* the order the queries of the README use: by env, host and time */
+	snprintf(create, cap, "CREATE INDEX IF NOT EXISTS \"%s_key\" ON \"%s\" (env, host, time_us)",
+		 st->t.name, st->t.name);
+	if (exec(q, create))
+		goto out;
+	if (sqlite3_prepare_v2(q->db, insert, -1, &st->insert, NULL) != SQLITE_OK) {
+		log_error("SQLite database %s: %s", q->path, sqlite3_errmsg(q->db));
+		goto out;
+	}
+	rc = 0;
+out:
+	free(create);
+	free(insert);
+	return rc;
+}
+
+static struct sqlite_table *table_of(struct sqlite_sink *q, const struct schema *sc)
+{
+	for (int i = 0; i < q->ntables; i++)
+		if (q->tables[i].t.schema == sc)
+			return &q->tables[i];
+	return NULL;
+}
+
+static void bind(sqlite3_stmt *st, int i, json_t *v)
+{
+	if (json_is_integer(v))
+		sqlite3_bind_int64(st, i, json_integer_value(v));
+	else if (json_is_real(v))
+		sqlite3_bind_double(st, i, json_real_value(v));
+	else if (json_is_string(v))
+		sqlite3_bind_text(st, i, json_string_value(v), (int)json_string_length(v), SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+static void sqlite_record(struct sink *s, const struct schema *sc, json_t *obj)
+{
+	struct sqlite_sink *q = (struct sqlite_sink *)s;
+	struct sqlite_table *st = table_of(q, sc);
+	json_t *row;
+	const char *key;
+	json_t *v;
+	int i = 1;
+
+	if (!st || q->failed)
+		return;
+	if (!q->in_txn) {
+		if (exec(q, "BEGIN")) {
+			q->failed = 1;
+			return;
+		}
+		q->in_txn = true;
+	}
+	if (!(row = dbtable_row(&st->t, obj, dbtable_host())))
+		return;
+	json_object_foreach(row, key, v)
+	{
+		(void)key;
+		bind(st->insert, i++, v);
+	}
+	if (sqlite3_step(st->insert) != SQLITE_DONE) {
+		log_error("SQLite database %s: writing into %s: %s", q->path, st->t.name, sqlite3_errmsg(q->db));
+		q->failed = 1;
+	} else
+		st->rows++;
+	sqlite3_reset(st->insert);
+	json_decref(row);
+}
+
+static void sqlite_flush(struct sink *s)
+{
+	struct sqlite_sink *q = (struct sqlite_sink *)s;
+
+	if (!q->in_txn)
+		return;
+	q->in_txn = false;
+	if (exec(q, "COMMIT"))
+		q->failed = 1;
+}
+
+static int sqlite_status(struct sink *s)
+{
+	return ((struct sqlite_sink *)s)->failed ? -1 : 0;
+}
+
+static int sqlite_close(struct sink *s)
+{
+	struct sqlite_sink *q = (struct sqlite_sink *)s;
+	int rc;
+
+	sqlite_flush(s);
+	for (int i = 0; i < q->ntables; i++) {
+		if (q->tables[i].rows)
+			log_info("sqlite: %s: %lu rows into %s", q->tables[i].t.name, q->tables[i].rows, q->path);
+		sqlite3_finalize(q->tables[i].insert);
+	}
+	if (sqlite3_close(q->db) != SQLITE_OK && !q->failed) {
+		log_error("SQLite database %s: %s", q->path, sqlite3_errmsg(q->db));
+		q->failed = 1;
+	}
+	rc = q->failed ? -1 : 0;
+	free(q);
+	return rc;
+}
+
+static void nothing(struct sink *s, const struct schema *sc, json_t *obj)
+{
+	(void)s, (void)sc, (void)obj;
+}
+
+static void no_table(struct sink *s, const struct schema *sc, const char *title)
+{
+	(void)s, (void)sc, (void)title;
+}
+
+static const struct sink_ops sqlite_ops = {
+	.record = sqlite_record,
+	.table_begin = no_table,
+	.table_row = nothing,
+	.summary = nothing,
+	.flush = sqlite_flush,
+	.status = sqlite_status,
+	.close = sqlite_close,
+};
+
+struct sink *sink_sqlite_open(const char *path, const struct schema *const *schemas, int n)
+{
+	struct sqlite_sink *q = calloc(1, sizeof(*q));
+	char *mode = NULL;
+
+	if (!q)
+		return NULL;
+	q->base.ops = &sqlite_ops;
+	q->path = path;
+	if (sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+		log_error("cannot open the SQLite database %s: %s", path, q->db ? sqlite3_errmsg(q->db) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(q->db, 5000);
+	/* WAL: readers see the last committed batch while the next one is written */
+	if (exec(q, "PRAGMA journal_mode=WAL") || exec(q, "PRAGMA synchronous=NORMAL"))
+		goto fail;
+	{
+		sqlite3_stmt *st;
+		if (sqlite3_prepare_v2(q->db, "PRAGMA journal_mode", -1, &st, NULL) == SQLITE_OK &&
+		    sqlite3_step(st) == SQLITE_ROW)
+			mode = strdup((const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+	}
+	if (!mode || strcmp(mode, "wal")) {
+		log_error("SQLite database %s: cannot use WAL mode (journal mode is %s)", path, mode ? mode : "?");
+		goto fail;
+	}
+	free(mode);
+	mode = NULL;
+	for (int i = 0; i < n && q->ntables < MAX_TABLES; i++) {
+		struct sqlite_table *st = &q->tables[q->ntables];
+		if (dbtable_init(&st->t, schemas[i])) {
+			log_error("record %s has too many fields for a table", schemas[i]->metric);
+			goto fail;
+		}
+		q->ntables++;
+		if (setup_table(q, st))
+			goto fail;
+	}
+	return &q->base;
+fail:
+	free(mode);
+	for (int i = 0; i < q->ntables; i++)
+		sqlite3_finalize(q->tables[i].insert);
+	sqlite3_close(q->db);
+	free(q);
+	return NULL;
+}

@@ -1,0 +1,111 @@
+"""A real ClickHouse server (Debian's clickhouse-server) for the sink tests: its own
+config, data and logs in a temp dir, listening on 127.0.0.1 on a free port; users
+`default` (no password) and `tester` (password in TESTER_PASSWORD). It can be killed
+and started again on the same port and data (the outage tests)."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+SERVER = shutil.which("clickhouse-server") or "/usr/sbin/clickhouse-server"
+TESTER_PASSWORD = "s3cret-pw"
+
+CONFIG = """<?xml version="1.0"?>
+<yandex>
+    <logger><level>warning</level><log>{d}/log/server.log</log><errorlog>{d}/log/err.log</errorlog></logger>
+    <http_port>{http}</http_port>
+    <tcp_port>{tcp}</tcp_port>
+    <listen_host>127.0.0.1</listen_host>
+    <path>{d}/data/</path>
+    <tmp_path>{d}/tmp/</tmp_path>
+    <user_files_path>{d}/user_files/</user_files_path>
+    <format_schema_path>{d}/format_schemas/</format_schema_path>
+    <users_config>{d}/users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <mark_cache_size>5368709</mark_cache_size>
+    <uncompressed_cache_size>8589934</uncompressed_cache_size>
+    <max_concurrent_queries>20</max_concurrent_queries>
+</yandex>
+"""
+
+USERS = """<?xml version="1.0"?>
+<yandex>
+    <profiles><default></default></profiles>
+    <users>
+        <default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default>
+        <tester><password>{pw}</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></tester>
+    </users>
+    <quotas><default></default></quotas>
+</yandex>
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ClickHouse:
+    def __init__(self, tmpdir):
+        self.dir = str(tmpdir)
+        self.http_port, self.tcp_port = free_port(), free_port()
+        for sub in ("log", "data", "tmp", "user_files", "format_schemas"):
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        with open(os.path.join(self.dir, "config.xml"), "w") as f:
+            f.write(CONFIG.format(d=self.dir, http=self.http_port, tcp=self.tcp_port))
+        with open(os.path.join(self.dir, "users.xml"), "w") as f:
+            f.write(USERS.format(pw=TESTER_PASSWORD))
+        self.url = "http://127.0.0.1:%d" % self.http_port
+        self.proc = None
+        self.start()
+
+    def start(self, timeout=60):
+        self.proc = subprocess.Popen([SERVER, "--config-file=" + os.path.join(self.dir, "config.xml")],
+                                     cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/ping", timeout=2) as r:
+                    if r.read().strip() == b"Ok.":
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise AssertionError("clickhouse-server exited: %s" % self.log())
+            time.sleep(0.1)
+        raise AssertionError("clickhouse-server did not answer in %d s: %s" % (timeout, self.log()))
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, "log", "err.log")) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def query(self, sql, user="default", password=""):
+        """The server's answer to sql (TabSeparated text)."""
+        url = "%s/?%s" % (self.url, urllib.parse.urlencode({"user": user, "password": password}))
+        req = urllib.request.Request(url, data=sql.encode())
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read().decode()
+
+    def rows(self, sql):
+        return [line.split("\t") for line in self.query(sql).splitlines()]
+
+    def count(self, table, where="1"):
+        return int(self.query("SELECT count() FROM %s WHERE %s" % (table, where)))
+
+    def close(self):
+        self.kill()

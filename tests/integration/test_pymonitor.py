@@ -1,0 +1,101 @@
+"""pymonitor: the trackers in one process, into a database. Ground truth: the events
+the same run printed with --also-stdout (rows per table equal them, one for one), GC
+pauses against gc.callbacks (test_pygc's check), the connector's own list of client
+ports, and gunicorn's access log for the handoffs."""
+import os
+import sqlite3
+import subprocess
+import time
+
+from conftest import Tool, run, tool_path
+from test_pygc import Workload, check_against_callbacks
+from test_pyhandoff import children_of, gunicorn, handoffs, log_lines, servers, wrk  # noqa: F401 (fixture)
+from test_tcphandshake import finish_connector, start_connector
+
+PYTHON = "/usr/bin/python3.11"
+TABLES = {"gc_pause": "ebpf_gc_pause", "py_stack": "ebpf_py_stacks", "tcp_connect": "ebpf_tcp_connect",
+          "handoff": "ebpf_handoff"}
+
+
+def test_rows_per_table_are_the_events_printed(servers, tmp_path):  # noqa: F811
+    srv, log = gunicorn(servers, tmp_path, threads=4)
+    worker = children_of(srv.pid)[0]
+    w = Workload([PYTHON])
+    conn, hello = start_connector(50, "4")
+    db = str(tmp_path / "monitor.db")
+    try:
+        # the original's spelling: several words after one -p and one --enable
+        pids = [str(worker), str(w.pid), str(hello["pid"])]
+        mon = Tool("pymonitor", ["-p"] + pids + ["-e", "mon", "--enable", "gc", "py_stack", "tcp_connect",
+                                 "handoff", "--sqlite", db, "--also-stdout"],
+                   json_mode=False)
+        mon.json_mode = True  # --also-stdout: JSON lines
+        mon.wait_ready()
+        recs, stats = w.go()
+        result = finish_connector(conn)
+        wrk(srv.port, 3, conns=4)
+        time.sleep(1.5)
+        mon.stop()
+        assert mon.returncode == 0, mon.stderr
+    finally:
+        w.finish()
+        if mon.proc.poll() is None:
+            mon.proc.kill()
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    # tcp_accept was not enabled: tcphandshake runs, its accepts are left out
+    assert names == set(TABLES.values()), names
+    assert not mon.events("tcp_accept")
+    for metric, table in TABLES.items():
+        events = mon.events(metric)
+        rows = [dict(r) for r in con.execute("SELECT * FROM %s ORDER BY rowid" % table)]
+        assert len(rows) == len(events) > 0, (metric, len(rows), len(events))
+        assert all(r["env"] == "mon" for r in rows)
+        assert [r["time"] for r in rows] == [e["time"] for e in events]
+        assert [r["pid"] for r in rows] == [e["pid"] for e in events]
+    # GC: the pauses are the target's own collections, as pygc's are
+    gc_events = mon.events("gc_pause")
+    check_against_callbacks([e for e in gc_events if e["pid"] == w.pid], recs, stats)
+    gc_rows = [dict(r) for r in con.execute("SELECT * FROM ebpf_gc_pause WHERE pid = ?", (w.pid,))]
+    assert sorted((r["start_ns"], r["end_ns"], r["generation"]) for r in gc_rows) == \
+        sorted((e["start_ns"], e["end_ns"], e["generation"]) for e in gc_events if e["pid"] == w.pid)
+    # connects: every one the connector made, once
+    ports = sorted(r["src_port"] for r in con.execute(
+        "SELECT src_port FROM ebpf_tcp_connect WHERE pid = ? AND dst_port = ?", (hello["pid"], result["port"])))
+    assert ports == sorted(result["client_ports"])
+    # handoffs: one per request of the access log (plus at most one EOF per connection)
+    got = handoffs(mon.events("handoff"), {worker})
+    logged = len(log_lines(log))
+    assert logged > 100 and logged <= len(got) <= logged + 4 + 8, (len(got), logged)
+    # py_stack samples of the three Python targets only
+    assert {r["pid"] for r in con.execute("SELECT pid FROM ebpf_py_stacks")} <= {worker, w.pid, hello["pid"]}
+
+
+def test_one_tracker_that_cannot_attach_is_a_warning(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        mon = Tool("pymonitor", ["-p", str(sleeper.pid), "-e", "t", "--enable", "gc,tcp_connect",
+                                 "--sqlite", str(tmp_path / "x.db")], json_mode=False)
+        mon.wait_ready()
+        mon.stop()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert mon.returncode == 0, mon.stderr
+    assert "pygc could not inspect its targets: running without it" in mon.stderr
+    assert "Tracing TCP handshakes." in mon.stderr
+
+
+def test_usage_errors_and_not_built_in_trackers():
+    pm = tool_path("pymonitor")
+    r = run([pm, "--all", "--sqlite", "/nonexistent/x.db"], check=False)
+    assert r.returncode == 2 and "-e ENV is required with a database" in r.stderr
+    r = run([pm, "-e", "x"], check=False)
+    assert r.returncode == 2 and "-p PID or --all is required" in r.stderr
+    r = run([pm, "--all", "-e", "x", "--enable", "nosuch"], check=False)
+    assert r.returncode == 2 and "no tracker 'nosuch'" in r.stderr
+    r = run([pm, "--all", "-e", "x", "--enable", "gil", "offcpu"], check=False)
+    assert r.returncode == 2 and "no tracker to run" in r.stderr
+    assert "not built in yet: gil offcpu" in run([pm, "--help"]).stdout
+    assert "gil is not built into this pymonitor yet" in r.stderr
