@@ -102,14 +102,14 @@ $(BUILD)/bpfcheck/%.ok: $(BUILD)/% $(BUILD)/bpfcheck_helper src/bpf/bpfcheck.sh
 $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libpyebpf.a
 	$(call say,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcmocka $(PKG_LIBS) -lelf -lz -lm
+	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.a,$^) -lcmocka $(PKG_LIBS) -lelf -lz -lm
 
 # Test programs that run trackers in one process (tests/integration/*.c).
 TEST_PROGS := $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/*.c))
 $(BUILD)/tests/%: tests/integration/%.c $(BUILD)/libpyebpf.a
 	$(call say,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
+	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(PKG_LIBS) -lelf -lz -lm
 
 # The README's test command: installs what is missing, builds, runs every test; the
 # unit tests also as an ASan/UBSan build (in $(BUILD)-san).
