@@ -163,3 +163,25 @@ void pyframes_thread_name(struct pyproc *py, struct pythread_names *c, pid_t tid
 	else
 		snprintf(buf, len, "%.*s", (int)commlen, comm);
 }
+
+const struct pythread *pyframes_thread_of_tstate(struct pyproc *py, struct pythread_names *c,
+						 uint64_t tstate)
+{
+	for (int pass = 0; py && tstate && pass < 2; pass++) {
+		uint64_t now;
+
+		if (!c->threads && !(c->threads = calloc(NAMES_MAX, sizeof(*c->threads))))
+			return NULL;
+		for (int i = 0; i < c->n; i++)
+			if (c->threads[i].tstate == tstate)
+				return &c->threads[i];
+		now = time_mono_ns();
+		if (pass || now - c->read_ns < 200000000ull)
+			break;
+		c->read_ns = now;
+		c->n = pyproc_threads(py, c->threads, NAMES_MAX);
+		if (c->n < 0)
+			c->n = 0;
+	}
+	return NULL;
+}
