@@ -167,21 +167,30 @@ void pyframes_thread_name(struct pyproc *py, struct pythread_names *c, pid_t tid
 const struct pythread *pyframes_thread_of_tstate(struct pyproc *py, struct pythread_names *c,
 						 uint64_t tstate)
 {
+	const struct pythread *t = NULL;
+
 	for (int pass = 0; py && tstate && pass < 2; pass++) {
 		uint64_t now;
 
 		if (!c->threads && !(c->threads = calloc(NAMES_MAX, sizeof(*c->threads))))
 			return NULL;
-		for (int i = 0; i < c->n; i++)
+		t = NULL;
+		for (int i = 0; i < c->n && !t; i++)
 			if (c->threads[i].tstate == tstate)
-				return &c->threads[i];
+				t = &c->threads[i];
+		if (t && t->python_name)
+			break;
 		now = time_mono_ns();
-		if (pass || now - c->read_ns < 200000000ull)
+		/*
+		 * an unknown one is a thread that just started (the GIL holder of the next
+		 * waits too): reread after 20 ms; one without a Python name yet, every second
+		 */
+		if (pass || now - c->read_ns < (t ? 1000000000ull : 20000000ull))
 			break;
 		c->read_ns = now;
 		c->n = pyproc_threads(py, c->threads, NAMES_MAX);
 		if (c->n < 0)
 			c->n = 0;
 	}
-	return NULL;
+	return t;
 }

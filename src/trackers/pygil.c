@@ -565,7 +565,7 @@ static void on_event(void *ctx, void *data, int size)
 	const size_t head = offsetof(struct pygil_stack_event, holder);
 	const char *waiter = NULL, *holder = NULL;
 	int wdepth = 0, hdepth = 0;
-	char name[PYTHREAD_NAME_MAX], when[40];
+	char name[PYTHREAD_NAME_MAX], hname[PYTHREAD_NAME_MAX], when[40];
 	const struct pythread *th = NULL;
 	struct pytarget *pt;
 	double ms;
@@ -602,10 +602,21 @@ static void on_event(void *ctx, void *data, int size)
 	record_set_task(o, &ev->task);
 	json_set_str(o, "thread_name", name);
 	json_set_real(o, "duration_ms", ms);
-	record_set_int_or_null(o, "holder_tid", th ? th->tid : 0, th && th->tid);
+	/* a holder not listed yet (a new thread): its native id is the host tid outside namespaces */
+	if (th && th->tid)
+		json_set_int(o, "holder_tid", th->tid);
+	else
+		record_set_int_or_null(o, "holder_tid", ev->holder_ns_tid,
+				       ev->holder_ns_tid && pt && pt->py && pyproc_ns_pid(pt->py) == pt->pid);
 	record_set_int_or_null(o, "holder_container_tid", th && th->ns_tid ? (json_int_t)th->ns_tid : (json_int_t)ev->holder_ns_tid,
 			       (th && th->ns_tid) || ev->holder_ns_tid);
-	json_object_set_new(o, "holder_thread_name", th && th->name[0] ? json_string(th->name) : json_null());
+	if (!th && pt && pt->py && json_integer_value(json_object_get(o, "holder_tid")))
+		/* a thread state not listed yet: its name by its tid, when that is known */
+		pyframes_thread_name(pt->py, &pt->names, (pid_t)json_integer_value(json_object_get(o, "holder_tid")),
+				     "", 0, hname, sizeof(hname));
+	else
+		snprintf(hname, sizeof(hname), "%s", th ? th->name : "");
+	json_object_set_new(o, "holder_thread_name", hname[0] ? json_string(hname) : json_null());
 	if (g->stacks) {
 		set_stack(o, "waiter_py_stack", "waiter_py_stack_depth", waiter, wdepth);
 		set_stack(o, "holder_py_stack", "holder_py_stack_depth", holder, hdepth);
