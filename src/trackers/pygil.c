@@ -399,9 +399,14 @@ static struct thread_row *row_of(struct pygil *g, pid_t pid, pid_t tid, const ch
 {
 	struct thread_row *r;
 
-	for (int i = 0; i < g->nrows; i++)
-		if (g->rows[i].pid == pid && g->rows[i].tid == tid)
-			return &g->rows[i];
+	for (int i = 0; i < g->nrows; i++) {
+		r = &g->rows[i];
+		if (r->pid != pid || r->tid != tid)
+			continue;
+		if (name && name[0]) /* threading may have named it since */
+			snprintf(r->name, sizeof(r->name), "%s", name);
+		return r;
+	}
 	if (g->nrows == MAX_THREADS ||
 	    (!g->rows && !(g->rows = calloc(MAX_THREADS, sizeof(*g->rows)))))
 		return NULL;

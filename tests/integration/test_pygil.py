@@ -231,7 +231,7 @@ def test_waits_on_each_recv_return(run_tool, pythons, workloads):
     tool, (threads,) = trace(run_tool, [w], "--min-wait-ms", "0", "--no-stacks")
     r = threads["reader"]
     evs = waits_of(tool.events("gil_wait"), w.pid, r["native_id"])
-    assert r["loops"] > 100
+    assert r["loops"] > 40
     assert abs(len(evs) - r["loops"]) <= 0.02 * r["loops"] + 1, (len(evs), r["loops"])
 
 
@@ -257,10 +257,11 @@ def test_per_thread_table_and_holder_stacks(run_tool, pythons, workloads):
     cmd = python_cmd(pythons, "debian-3.11")
     w = workloads(cmd, "cpu2", 3)
     tool, (threads,) = trace(run_tool, [w])
-    rows = {r["thread_name"]: r for r in tool.events("gil_thread")}
+    rows = {r["tid"]: r for r in tool.events("gil_thread")}
     for name in ("spinner-a", "spinner-b"):
-        t, r = threads[name], rows[name]
-        assert r["tid"] == t["native_id"]
+        t = threads[name]
+        r = rows[t["native_id"]]
+        assert r["thread_name"] == name and r["pid"] == w.pid
         assert_wait_matches("debian-3.11 table", t, r["wait_ms"])
         # holding: at least its CPU time, at most that and its run delay (sampled: 5 points)
         lo, hi = 100 * t["cpu"] / t["wall"], 100 * (t["cpu"] + t["run_delay"]) / t["wall"]
@@ -300,11 +301,14 @@ def test_target_in_its_own_pid_namespace(run_tool, pythons, workloads):
     evs = tool.events("gil_wait")
     ids = {t["native_id"]: n for n, t in threads.items()}
     spinners = [e for e in evs if ids.get(e["container_tid"], "").startswith("spinner")]
-    assert len(spinners) > 20
+    assert len(spinners) > 10
     for e in spinners:
         assert e["pid"] == w.pid and e["container_pid"] == 1 and e["tid"] != e["container_tid"]
-        assert ids.get(e["holder_container_tid"], "").startswith("spinner"), e
+        # the other spinner, or the main thread (container tid 1) starting them
+        assert ids.get(e["holder_container_tid"], "").startswith("spinner") or e["holder_container_tid"] == 1, e
         assert e["holder_tid"] != e["holder_container_tid"]
+    held = [e for e in spinners if ids.get(e["holder_container_tid"], "") not in ("", ids[e["container_tid"]])]
+    assert len(held) >= 0.8 * len(spinners)
 
 
 def test_free_threaded_build_is_refused(pythons):

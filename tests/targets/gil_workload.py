@@ -6,6 +6,7 @@ SECONDS, then prints one JSON line per thread and "done". Modes:
   sleeper one CPU-bound thread (spinner-a) and one (sleeper) in time.sleep(0.01) loops
   one     the main thread spinning alone (no other thread)
   recv    one CPU-bound thread (spinner-a) and one (reader) in blocking socket recv()s
+          of a byte a child process sends every 50 ms
   cpu4    four CPU-bound threads (the bench's contended workload)
 Each line: name, native_id, wall (s, from its start to its end), cpu (time.thread_time
 delta), run_delay (s runnable but not running, from /proc/thread-self/schedstat), loops
@@ -84,22 +85,31 @@ def main():
         threads.append(run("sleeper", sleeper, stop))
     elif MODE == "recv":
         a, b = socket.socketpair()
+        # a byte every 50 ms from another process: it arrives while spinner-a holds the
+        # GIL (a writer thread would hand the GIL to the reader as it sends), and after
+        # the reader's previous wait ended (a byte already there is read without blocking,
+        # and the GIL it released may still be free when it returns)
+        writer = os.fork()
+        if writer == 0:
+            a.close()
+            while True:
+                try:
+                    b.send(b"x")
+                except OSError:
+                    os._exit(0)
+                time.sleep(0.05)
+        b.close()
         threads.append(run("reader", reader, stop, a))
-
-        def writer():
-            # a byte every 10 ms from a thread that never holds the GIL long
-            while not stop.is_set():
-                b.send(b"x")
-                time.sleep(0.01)
-        threads.append(threading.Thread(target=writer, name="writer"))
     for t in threads:
         t.start()
     time.sleep(SECONDS)
     stop.set()
-    if MODE == "recv":
-        b.send(b"x")
     for t in threads:
         t.join()
+    if MODE == "recv":
+        a.close()
+        os.kill(writer, 9)
+        os.waitpid(writer, 0)
     for r in results:
         print(json.dumps(r), flush=True)
     print("done", flush=True)
