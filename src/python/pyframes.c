@@ -174,18 +174,28 @@ const struct pythread *pyframes_thread_of_tstate(struct pyproc *py, struct pythr
 
 		if (!c->threads && !(c->threads = calloc(NAMES_MAX, sizeof(*c->threads))))
 			return NULL;
+		uint64_t id = 0;
+
 		t = NULL;
 		for (int i = 0; i < c->n && !t; i++)
 			if (c->threads[i].tstate == tstate)
 				t = &c->threads[i];
-		if (t && t->python_name)
+		/*
+		 * a new thread's state is made by its parent (with the parent's ids, 3.11)
+		 * and bound by the thread itself: one read tells whether the entry is stale
+		 */
+		if (t && (pyproc_read(py, tstate + pyproc_offsets(py)->ts_thread_id, &id, sizeof(id)) ||
+			  id != t->thread_id))
+			t = NULL;
+		if (t && t->python_name && t->tid)
 			break;
 		now = time_mono_ns();
 		/*
-		 * an unknown one is a thread that just started (the GIL holder of the next
-		 * waits too): reread after 20 ms; one without a Python name yet, every second
+		 * an unknown one, or one not matched to its task yet, is a thread that just
+		 * started (the GIL holder of the next waits too): reread after 20 ms; one
+		 * without a Python name yet, every second
 		 */
-		if (pass || now - c->read_ns < (t ? 1000000000ull : 20000000ull))
+		if (pass || now - c->read_ns < (t && t->tid ? 1000000000ull : 20000000ull))
 			break;
 		c->read_ns = now;
 		c->n = pyproc_threads(py, c->threads, NAMES_MAX);

@@ -41,9 +41,10 @@ def sleeper(stop):
 
 def reader(stop, sock):
     n = 0
+    sock.send(b"g")  # the writer starts now: nothing waits in the buffer
     while not stop.is_set():
-        if not sock.recv(1):  # RECV_LINE
-            break
+        if not sock.recv(1) or stop.is_set():  # RECV_LINE
+            break  # (the last return may find the spinner gone: not counted)
         n += 1
     return n
 
@@ -92,6 +93,7 @@ def main():
         writer = os.fork()
         if writer == 0:
             a.close()
+            b.recv(1)
             while True:
                 try:
                     b.send(b"x")
