@@ -262,8 +262,14 @@ static int libc_of(pid_t pid, char *buf, size_t len)
 		base = strrchr(file, '/') + 1;
 		if (strncmp(base, "libc.so", 7) && strncmp(base, "libc-", 5))
 			continue;
-		/* the target's view of the path first (containers), else the mapping itself */
-		snprintf(buf, len, "/proc/%d/root%s", pid, file);
+		/*
+		 * our own path when it is the same file (it outlives the process: --children
+		 * attaches for every process), else the target's view (containers), else
+		 * the mapping itself
+		 */
+		snprintf(buf, len, "%s", file);
+		if (stat(buf, &st) || st.st_ino != inode)
+			snprintf(buf, len, "/proc/%d/root%s", pid, file);
 		if (stat(buf, &st) || st.st_ino != inode)
 			snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", pid, start, end);
 		found = 0;

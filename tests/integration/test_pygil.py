@@ -387,3 +387,31 @@ def test_nothing_left_after_exit(run_tool, pythons, workloads):
     assert tool.returncode == 0 and "pid %d exited" % w.pid in tool.stderr
     assert tool.summary()["events"] > 0
     assert_nothing_left(progs)
+
+
+def test_children_started_later(run_tool, pythons):
+    """--children: a child CPython started after pygil gets its waits traced too."""
+    cmd = python_cmd(pythons, "debian-3.11")
+    script = ("import subprocess, sys, time\n"
+              "sys.stdin.readline()\n"
+              "r = subprocess.run([sys.executable, %r, 'cpu2', '3'], input='go\\n', text=True,"
+              " capture_output=True)\n"
+              "print(r.stdout, end='', flush=True)\n") % WORKLOAD
+    parent = subprocess.Popen(cmd + ["-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        tool = run_tool("pygil", "-p", str(parent.pid), "--children")
+        out, _ = parent.communicate("start\n", timeout=60)  # the child starts after pygil
+        time.sleep(0.5)
+        tool.stop()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    child = int(out.split()[1])  # "ready PID"
+    threads = {r["name"]: r for r in map(json.loads, [l for l in out.splitlines() if l.startswith("{")])}
+    evs = [e for e in tool.events("gil_wait") if e["pid"] == child]
+    spinners = {threads["spinner-a"]["native_id"], threads["spinner-b"]["native_id"]}
+    mine = [e for e in evs if e["container_tid"] in spinners]
+    assert len(mine) > 10, (len(evs), tool.stderr[-2000:])
+    held = [e for e in mine if e["holder_tid"] in spinners - {e["tid"]} and in_spin(e["holder_py_stack"] or "")]
+    assert len(held) >= 0.8 * len(mine)
