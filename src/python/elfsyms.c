@@ -240,3 +240,67 @@ int elfsyms_vaddr_to_offset(const struct elfsyms *e, uint64_t vaddr, uint64_t *o
 	}
 	return -1;
 }
+
+/* The st_value of the default-version definition of name in .dynsym (0: none). */
+static uint64_t default_version_value(Elf *elf, const char *name)
+{
+	Elf_Scn *scn = NULL, *dynsym = NULL;
+	Elf_Data *syms, *vers = NULL;
+	GElf_Shdr dsh = { 0 }, sh;
+	uint64_t found = 0;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_DYNSYM)
+			dynsym = scn, dsh = sh;
+		else if (sh.sh_type == SHT_GNU_versym)
+			vers = elf_getdata(scn, NULL);
+	}
+	if (!dynsym || !(syms = elf_getdata(dynsym, NULL)) || !dsh.sh_entsize)
+		return 0;
+	for (size_t i = 0; i < dsh.sh_size / dsh.sh_entsize; i++) {
+		GElf_Sym s;
+		GElf_Versym v = 0;
+		const char *n;
+
+		if (!gelf_getsym(syms, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
+			continue;
+		n = elf_strptr(elf, dsh.sh_link, s.st_name);
+		if (!n || strcmp(n, name))
+			continue;
+		/* the hidden bit marks the old versions (name@VER); the default is name@@VER */
+		if (vers && !gelf_getversym(vers, (int)i, &v))
+			continue;
+		if (!(v & 0x8000))
+			return s.st_value;
+		if (!found)
+			found = s.st_value;
+	}
+	return found;
+}
+
+int elfsyms_default_func_offset(const char *path, const char *name, uint64_t *offset)
+{
+	struct elfsyms *e;
+	uint64_t value = 0;
+	Elf *elf;
+	int fd, r = -1;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF)
+		value = default_version_value(elf, name);
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	if (value && (e = elfsyms_open(path))) {
+		r = elfsyms_vaddr_to_offset(e, value, offset);
+		elfsyms_close(e);
+	}
+	return r;
+}

@@ -163,3 +163,44 @@ void pyframes_thread_name(struct pyproc *py, struct pythread_names *c, pid_t tid
 	else
 		snprintf(buf, len, "%.*s", (int)commlen, comm);
 }
+
+const struct pythread *pyframes_thread_of_tstate(struct pyproc *py, struct pythread_names *c,
+						 uint64_t tstate)
+{
+	const struct pythread *t = NULL;
+
+	for (int pass = 0; py && tstate && pass < 2; pass++) {
+		uint64_t now;
+
+		if (!c->threads && !(c->threads = calloc(NAMES_MAX, sizeof(*c->threads))))
+			return NULL;
+		uint64_t id = 0;
+
+		t = NULL;
+		for (int i = 0; i < c->n && !t; i++)
+			if (c->threads[i].tstate == tstate)
+				t = &c->threads[i];
+		/*
+		 * a new thread's state is made by its parent (with the parent's ids, 3.11)
+		 * and bound by the thread itself: one read tells whether the entry is stale
+		 */
+		if (t && (pyproc_read(py, tstate + pyproc_offsets(py)->ts_thread_id, &id, sizeof(id)) ||
+			  id != t->thread_id))
+			t = NULL;
+		if (t && t->python_name && t->tid)
+			break;
+		now = time_mono_ns();
+		/*
+		 * an unknown one, or one not matched to its task yet, is a thread that just
+		 * started (the GIL holder of the next waits too): reread after 20 ms; one
+		 * without a Python name yet, every second
+		 */
+		if (pass || now - c->read_ns < (t && t->tid ? 1000000000ull : 20000000ull))
+			break;
+		c->read_ns = now;
+		c->n = pyproc_threads(py, c->threads, NAMES_MAX);
+		if (c->n < 0)
+			c->n = 0;
+	}
+	return t;
+}

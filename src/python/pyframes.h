@@ -70,4 +70,12 @@ void pythread_names_free(struct pythread_names *c);
 void pyframes_thread_name(struct pyproc *py, struct pythread_names *c, pid_t tid, const char *comm,
 			  size_t commlen, char *buf, size_t len);
 
+/*
+ * The thread of py whose PyThreadState is at tstate (ids and name), from c; rereads
+ * them when tstate is not listed (at most every 20 ms: a new thread is the next
+ * waits' GIL holder), or has no Python name yet (every second). NULL when there is none.
+ */
+const struct pythread *pyframes_thread_of_tstate(struct pyproc *py, struct pythread_names *c,
+						 uint64_t tstate);
+
 #endif

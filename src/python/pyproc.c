@@ -232,7 +232,8 @@ static int load_offsets(struct pyproc *p, struct pyproc_error *err)
 		if (dv && ((const uint64_t *)(const void *)raw)[2]) {
 			v->free_threaded = true;
 			set_error(err, PYPROC_EUNSUPPORTED,
-				  "pid %d runs a free-threaded CPython %s build, which is not supported",
+				  "pid %d runs a free-threaded CPython %s build, which is not supported "
+				  "(this interpreter has no GIL)",
 				  p->pid, vs);
 			return -1;
 		}

@@ -1,0 +1,64 @@
+/* pygil: the records and per-process settings shared by the BPF text and src/trackers/pygil.c. */
+#ifndef PYEBPF_PYGIL_H
+#define PYEBPF_PYGIL_H
+
+#include "pyebpf.h"
+#include "pywalk.h"
+
+/*
+ * struct _gil_runtime_state of GIL builds, x86_64, the same from 3.8 to 3.15
+ * (Include/internal/pycore_gil.h; pyebpf(7), CPYTHON INTERNALS).
+ */
+#define PYGIL_OFF_LAST_HOLDER 8    /* PyThreadState *: stays set after a release */
+#define PYGIL_OFF_LOCKED 16        /* int: 1 held, 0 free, -1 not created yet */
+#define PYGIL_OFF_SWITCH_NUMBER 24 /* unsigned long: holder changes so far */
+#define PYGIL_OFF_COND 32          /* pthread_cond_t the waiters time out on */
+
+/* Frames kept per stack (waiter and holder): the walker's -DPY_MAX_DEPTH. */
+#define PYGIL_DEPTH 128
+
+/* One target process (map gil_targets, keyed by host tgid). */
+struct pygil_target {
+	__u64 gil;             /* address of its main interpreter's _gil_runtime_state */
+	__u32 ts_native_tid;   /* tstate->native_thread_id (3.11+), else PYWALK_NONE */
+	__u32 pad;
+};
+
+/* Which hook measured a wait. */
+enum pygil_source {
+	PYGIL_SRC_TAKE_GIL = 1, /* entry and return of take_gil (builds with symbols) */
+	PYGIL_SRC_CONDVAR = 2,  /* libc's timed wait on the GIL's condition variable */
+};
+
+/* The program's counters (pyebpf.h). */
+#define PYGIL_COUNTERS(X)                                                                         \
+	X(PYGIL_CNT_MAP_FULL, "map_full", "waits not followed because the tracking map was full") \
+	X(PYGIL_CNT_SHORT, "short_waits", "waits shorter than --min-wait-ms (not reported)")
+enum pygil_counter { PYGIL_COUNTERS(PYEBPF_COUNTER_ID) PYGIL_CNT_MAX };
+
+/* Per waiting thread, all waits (map thread_waits, keyed by pid_tgid): the -i table's input. */
+struct pygil_thread_waits {
+	__u64 wait_ns;
+	__u64 waits;
+};
+
+struct pygil_event {
+	struct task_head task; /* the waiter; ts_ns: when the wait ended */
+	__u64 start_ns;        /* bpf_ktime_get_ns() when the wait began */
+	__u64 end_ns;          /* ... and ended (the GIL was taken) */
+	__u64 holder;          /* the holder's PyThreadState (0: none seen) */
+	__u64 switch_number;   /* gil->switch_number when the wait ended */
+	__u32 holder_ns_tid;   /* its native_thread_id (3.11+, the target's namespace), else 0 */
+	__u32 source;          /* enum pygil_source */
+};
+
+/* With stacks: the event, the waiter's frames (all PYGIL_DEPTH sent), then the holder's. */
+struct pygil_stack_event {
+	struct pygil_event ev;
+	__u32 waiter_status, waiter_depth; /* enum pywalk_status; frames filled, innermost first */
+	__u32 holder_status, holder_depth;
+	struct pywalk_frame waiter[PYGIL_DEPTH];
+	struct pywalk_frame holder[PYGIL_DEPTH]; /* only holder_depth of them are sent */
+};
+
+#endif

@@ -1,0 +1,725 @@
+/*
+ * The pygil tracker: who waits for CPython's GIL, how long, and who holds it, with
+ * both Python stacks. Hooks, best first, per interpreter binary: uprobes on take_gil
+ * and its clones (builds with a symbol table), else libc's pthread_cond_timedwait on
+ * the GIL's condition variable (stripped builds). At the end and every -i: the share
+ * of wall time each thread held the GIL, waited for it or neither, and the holder
+ * stacks that made others wait longest (-f: folded).
+ */
+#include <bcc/libbpf.h>
+#include <linux/types.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "elfsyms.h"
+#include "kbtf.h"
+#include "log.h"
+#include "jsonfmt.h"
+#include "pyebpf_bpf.h"
+#include "pyframes.h"
+#include "pygil.h"
+#include "pyhooks.h"
+#include "pytargets.h"
+#include "record.h"
+#include "stackagg.h"
+#include "tracker.h"
+
+extern const char pygil_bpf_text[];
+
+/* Target processes at most (as many as gil_targets holds). */
+enum { MAX_TARGETS = 1024 };
+/* Threads kept for the per-thread table, holder stacks shown in it. */
+enum { MAX_THREADS = 4096, TOP_STACKS = 10 };
+/* How often userspace looks at who holds the GIL (the holding share). */
+enum { SAMPLE_MS = 10 };
+
+enum {
+	OPT_FOLDED = 'f',
+	OPT_INTERVAL = 'i',
+	OPT_CHILDREN = OPT_TOOL_BASE,
+	OPT_MIN_WAIT,
+	OPT_PY_MIN,
+	OPT_NO_STACKS,
+	OPT_HOOK,
+};
+
+static const struct opt options[] = {
+	OPT_ENTRY_PID,
+	{ OPT_CHILDREN, 0, "children", NULL, "also trace the child processes of the -p pids (and new ones)" },
+	{ OPT_MIN_WAIT, 0, "min-wait-ms", "MS", "report waits of at least MS milliseconds (default 1.0)" },
+	{ OPT_PY_MIN, 0, "py-min-ms", "MS", "walk the two stacks only for waits of at least MS (default: every reported wait)" },
+	{ OPT_NO_STACKS, 0, "no-stacks", NULL, "do not walk the Python stacks" },
+	{ OPT_FOLDED, 'f', "folded", NULL, "print the holder stacks folded (FlameGraph input, microseconds waited) instead of waits and tables" },
+	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the tables (or folded stacks) every SECONDS" },
+	{ OPT_HOOK, 0, "hook", "HOOK", "take_gil or condvar instead of the best the binary has" },
+	OPT_ENTRIES_TRACKER_TAIL,
+};
+
+static const struct field wait_fields[] = {
+	{ "metric", FIELD_STR, NULL, "gil_wait: one wait for the GIL", 0, NULL, 0, NULL },
+	FIELD_PID(2),
+	FIELD_TID(3),
+	FIELD_CONTAINER_PID,
+	FIELD_CONTAINER_TID,
+	FIELD_COMM(0),
+	FIELD_THREAD_NAME(4),
+	{ "duration_ms", FIELD_REAL, "ms", "how long it waited for the GIL", 5, "WAIT_MS", 9, NULL },
+	{ "holder_tid", FIELD_INT, NULL, "host thread id of the holder (the GIL's last_holder); null when unknown", 6, "HOLDER", 7, NULL },
+	{ "holder_container_tid", FIELD_INT, NULL, "the holder's thread id in its PID namespace; null when unknown", 0, NULL, 0, NULL },
+	{ "holder_thread_name", FIELD_STR, NULL, "the holder's Python thread name; null when unknown", 7, "HOLDER_THREAD", -16, NULL },
+	{ "waiter_py_stack", FIELD_STR, NULL, "the waiter's frames, root first, ';' between them, each \"func (file:line)\"; null without stacks", 0, NULL, 0, NULL },
+	{ "waiter_py_stack_depth", FIELD_INT, NULL, "frames in waiter_py_stack; null without stacks", 0, NULL, 0, NULL },
+	{ "holder_py_stack", FIELD_STR, NULL, "the holder's frames, walked from its thread state when the wait ended; null without stacks", 0, NULL, 0, NULL },
+	{ "holder_py_stack_depth", FIELD_INT, NULL, "frames in holder_py_stack; null without stacks", 0, NULL, 0, NULL },
+	{ "switch_number", FIELD_INT, NULL, "the GIL's switch counter when the wait ended", 0, NULL, 0, NULL },
+	{ "hook", FIELD_STR, NULL, "what measured it: take_gil or condvar", 0, NULL, 0, NULL },
+	FIELD_TIME(1),
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field thread_fields[] = {
+	FIELD_METRIC,
+	FIELD_PID(1),
+	FIELD_TID(2),
+	{ "thread_name", FIELD_STR, NULL, "the Python thread's name (else its comm)", 3, "THREAD", -16, NULL },
+	{ "hold_pct", FIELD_REAL, "%", "share of the interval it held the GIL (sampled every 10 ms)", 4, "%HOLD", 7, "%6.1f%%" },
+	{ "wait_pct", FIELD_REAL, "%", "share of the interval it waited for the GIL (every wait, also the short ones)", 5, "%WAIT", 7, "%6.1f%%" },
+	{ "neither_pct", FIELD_REAL, "%", "the rest: running without the GIL, blocked, or idle", 6, "%NEITHER", 9, "%8.1f%%" },
+	{ "waits", FIELD_INT, NULL, "waits in the interval", 7, "WAITS", 7, NULL },
+	{ "wait_ms", FIELD_REAL, "ms", "their time added up", 8, "WAIT_MS", 10, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field holder_fields[] = {
+	FIELD_METRIC,
+	{ "wait_ms", FIELD_REAL, "ms", "time others waited while this holder stack had the GIL", 1, "WAITED_MS", 10, NULL },
+	{ "waits", FIELD_INT, NULL, "waits it caused", 2, "WAITS", 7, NULL },
+	{ "holder_py_stack", FIELD_STR, NULL, "the holder's frames, root first", 3, "HOLDER STACK", 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field summary_fields[] = {
+	FIELD_METRIC,
+	{ "events", FIELD_INT, NULL, "waits reported", 0, NULL, 0, NULL },
+	PYGIL_COUNTERS(PYEBPF_COUNTER_FIELD)
+	{ "stacks_incomplete", FIELD_INT, NULL, "stacks that could not be read completely", 0, NULL, 0, NULL },
+	FIELD_LOST,
+	FIELD_MISSED,
+	{ "processes", FIELD_INT, NULL, "target processes seen (with --children, children too)", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct counter_name counters[] = { PYGIL_COUNTERS(PYEBPF_COUNTER_NAME) { 0, NULL, NULL } };
+
+static const struct schema wait_schema = { "gil_wait", SCHEMA_EVENT, wait_fields };
+static const struct schema thread_schema = { "gil_thread", SCHEMA_ROW, thread_fields };
+static const struct schema holder_schema = { "gil_holder_stack", SCHEMA_ROW, holder_fields };
+static const struct schema summary_schema = { "pygil_summary", SCHEMA_SUMMARY, summary_fields };
+static const struct schema *const schemas[] = { &wait_schema, &thread_schema, &holder_schema,
+						&summary_schema, NULL };
+
+enum hook_choice { HOOK_BEST, HOOK_TAKE_GIL, HOOK_CONDVAR };
+
+/* One thread in the per-thread table. */
+struct thread_row {
+	pid_t pid, tid;
+	uint64_t hold_ns, wait_ns, waits;
+	char name[PYTHREAD_NAME_MAX];
+};
+
+struct pygil {
+	struct tracker base;
+	double min_wait_ms, py_min_ms;
+	unsigned long interval_s;
+	bool children, folded, stacks;
+	enum hook_choice hook;
+	struct pyhook_plan *hooks;
+	char *text;
+	struct pytargets targets;
+	int configured;            /* targets[0..configured) are in gil_targets */
+	struct thread_row *rows;   /* the current interval's threads */
+	int nrows;
+	struct stackagg holders;   /* holder stack -> self: microseconds waited, total: waits */
+	struct pyframes_buf waiter_text, holder_text;
+	unsigned long long events, stack_errors;
+	unsigned tables;
+	uint64_t interval_start_ns, last_sample_ns;
+	struct pycode_loc locs[PYGIL_DEPTH];
+};
+
+static void init(struct tracker *t)
+{
+	struct pygil *g = (struct pygil *)t;
+
+	g->min_wait_ms = 1.0;
+	g->py_min_ms = -1;
+	g->stacks = true;
+	pytargets_init(&g->targets, MAX_TARGETS);
+	stackagg_init(&g->holders);
+}
+
+static int option(struct tracker *t, int id, const char *arg)
+{
+	struct pygil *g = (struct pygil *)t;
+
+	switch (id) {
+	case OPT_MIN_WAIT:
+		return opts_parse_double("min-wait-ms", arg, 0, 3600e3, &g->min_wait_ms);
+	case OPT_PY_MIN:
+		return opts_parse_double("py-min-ms", arg, 0, 3600e3, &g->py_min_ms);
+	case OPT_INTERVAL:
+		return opts_parse_ulong("interval", arg, 1, 86400, &g->interval_s);
+	case OPT_CHILDREN:
+		g->children = true;
+		return 0;
+	case OPT_NO_STACKS:
+		g->stacks = false;
+		return 0;
+	case OPT_FOLDED:
+		g->folded = true;
+		return 0;
+	case OPT_HOOK:
+		if (!strcmp(arg, "take_gil"))
+			g->hook = HOOK_TAKE_GIL;
+		else if (!strcmp(arg, "condvar"))
+			g->hook = HOOK_CONDVAR;
+		else
+			return opts_usage_error("invalid --hook '%s': take_gil or condvar", arg);
+		return 0;
+	}
+	return -1;
+}
+
+static int check(struct tracker *t)
+{
+	struct pygil *g = (struct pygil *)t;
+	const struct common_opts *c = t->common;
+
+	if (!c->print_ebpf && !c->print_fields && c->npids == 0)
+		return opts_usage_error("give the processes to trace with -p PID");
+	if (g->folded && c->json)
+		return opts_usage_error("-f and -j exclude each other");
+	if (g->folded && !g->stacks)
+		return opts_usage_error("-f needs the stacks (drop --no-stacks)");
+	if (g->py_min_ms >= 0 && !g->stacks)
+		return opts_usage_error("--py-min-ms and --no-stacks exclude each other");
+	return 0;
+}
+
+static int build_cflags(struct pygil *g)
+{
+	struct cflags *cf = &g->base.cflags;
+	struct common_opts nofilter = *g->base.common;
+	struct kbtf *b = kbtf_open();
+	int r;
+
+	if (!b)
+		return -1;
+	nofilter.npids = 0; /* targets are the keys of gil_targets, not pid_filter */
+	r = pyebpf_bpf_cflags(b, cf, &nofilter);
+	if (!r && g->stacks)
+		r = kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
+	kbtf_close(b);
+	if (r)
+		return -1;
+	if (g->min_wait_ms > 0)
+		cflags_add(cf, "-DMIN_NS=%lluull", (unsigned long long)(g->min_wait_ms * 1e6 + 0.5));
+	if (g->stacks)
+		cflags_add(cf, "-DSTACKS");
+	if (g->stacks && g->py_min_ms > 0)
+		cflags_add(cf, "-DPY_MIN_NS=%lluull", (unsigned long long)(g->py_min_ms * 1e6 + 0.5));
+	return 0;
+}
+
+/* ---- hooks ---- */
+
+/* The libc process pid maps, as a path openable from here; 0, or -1 when none. */
+static int libc_of(pid_t pid, char *buf, size_t len)
+{
+	char maps[64], line[4096 + 256];
+	int found = -1;
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+	if (!(f = fopen(maps, "re")))
+		return -1;
+	while (found && fgets(line, sizeof(line), f)) {
+		unsigned long long start, end;
+		unsigned long inode;
+		char file[4096] = "", *base;
+		struct stat st;
+
+		if (sscanf(line, "%llx-%llx %*s %*x %*s %lu %4095[^\n]", &start, &end, &inode, file) < 4 ||
+		    file[0] != '/')
+			continue;
+		base = strrchr(file, '/') + 1;
+		if (strncmp(base, "libc.so", 7) && strncmp(base, "libc-", 5))
+			continue;
+		/*
+		 * our own path when it is the same file (it outlives the process: --children
+		 * attaches for every process), else the target's view (containers), else
+		 * the mapping itself
+		 */
+		snprintf(buf, len, "%s", file);
+		if (stat(buf, &st) || st.st_ino != inode)
+			snprintf(buf, len, "/proc/%d/root%s", pid, file);
+		if (stat(buf, &st) || st.st_ino != inode)
+			snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", pid, start, end);
+		found = 0;
+	}
+	fclose(f);
+	return found;
+}
+
+static int plan_take_gil(struct pyhook_plan *plan, const struct pyhook_target *t, pid_t pid,
+			 char *how, size_t howlen)
+{
+	int n = pyhooks_add_function(plan, t->binary, pid, "take_gil", "take_entry", "take_return");
+
+	if (n > 0)
+		snprintf(how, howlen, "uprobes on take_gil%s", n > 1 ? " and its clones" : "");
+	return n < 0 ? -1 : n == 0;
+}
+
+static int plan_condvar(struct pyhook_plan *plan, const struct pyhook_target *t, pid_t pid,
+			char *how, size_t howlen)
+{
+	char libc[4200];
+	uint64_t off;
+
+	if (libc_of(pyproc_pid(t->py), libc, sizeof(libc)) ||
+	    elfsyms_default_func_offset(libc, "pthread_cond_timedwait", &off)) {
+		snprintf(how, howlen, "has no take_gil symbol, and its libc's pthread_cond_timedwait "
+			 "was not found: its GIL waits cannot be traced");
+		return 1;
+	}
+	if (pyhooks_add_uprobe_at(plan, libc, pid, "pthread_cond_timedwait", off, "cond_entry", false) ||
+	    pyhooks_add_uprobe_at(plan, libc, pid, "pthread_cond_timedwait", off, "cond_return", true))
+		return -1;
+	snprintf(how, howlen, "uprobes on libc's pthread_cond_timedwait (default version, "
+		 "offset 0x%llx) on the GIL's condition variable", (unsigned long long)off);
+	return 0;
+}
+
+static int plan_binary(void *ctx, struct pyhook_plan *plan, const struct pyhook_target *t,
+		       char *how, size_t howlen)
+{
+	struct pygil *g = ctx;
+	/* --children: on the file for every process (the children's too), filtered in BPF */
+	pid_t pid = g->children ? -1 : t->pid;
+	int r = 1;
+
+	if (!t->py)
+		return 1;
+	if (pyproc_version(t->py)->free_threaded) {
+		snprintf(how, howlen, "is a free-threaded build: this interpreter has no GIL");
+		return 1;
+	}
+	if (g->hook != HOOK_CONDVAR)
+		r = plan_take_gil(plan, t, pid, how, howlen);
+	if (r == 1 && g->hook == HOOK_TAKE_GIL)
+		snprintf(how, howlen, "has no take_gil symbol (--hook take_gil)");
+	else if (r == 1)
+		r = plan_condvar(plan, t, pid, how, howlen);
+	return r;
+}
+
+static bool keep_target(void *ctx, struct pyproc *py)
+{
+	struct pygil *g = ctx;
+
+	return pytargets_adopt(&g->targets, py, true) != NULL;
+}
+
+static int prepare(struct tracker *t)
+{
+	struct pygil *g = (struct pygil *)t;
+	const struct common_opts *c = t->common;
+	const struct pyhook_planner planner = { plan_binary, keep_target, g, false };
+
+	if (build_cflags(g))
+		return -1;
+	t->text = pygil_bpf_text;
+	if (c->print_ebpf)
+		return 0;
+	if (!(g->hooks = pyhooks_new()) || pyhooks_plan_pids(g->hooks, c->pids, c->npids, &planner))
+		return -1;
+	if (!(g->text = pyhooks_text(g->hooks, pygil_bpf_text)))
+		return -1;
+	t->text = g->text;
+	return 0;
+}
+
+/* ---- targets: each one's GIL in gil_targets ---- */
+
+/* Address of the main interpreter's GIL state, 0 when it cannot be read. */
+static uint64_t gil_address(const struct pyproc *py)
+{
+	const struct pyoffsets *o = pyproc_offsets(py);
+	uint64_t interp = 0, next = 0, gil = 0;
+
+	if (o->rt_gil != PYOFF_NONE)
+		return pyproc_runtime(py) + o->rt_gil; /* 3.8-3.11: in _PyRuntime */
+	if (o->interp_gil_ptr == PYOFF_NONE ||
+	    pyproc_read(py, pyproc_runtime(py) + o->rt_interp_head, &interp, sizeof(interp)))
+		return 0;
+	/* newest interpreter first: the main one is the last */
+	for (int i = 0; interp && i < 64; i++, interp = next)
+		if (pyproc_read(py, interp + o->interp_next, &next, sizeof(next)) || !next)
+			break;
+	if (!interp || pyproc_read(py, interp + o->interp_gil_ptr, &gil, sizeof(gil)))
+		return 0;
+	return gil;
+}
+
+static void configure_targets(struct pygil *g)
+{
+	int fd = bpfprog_table_fd(g->base.prog, "gil_targets");
+
+	for (; g->configured < g->targets.n; g->configured++) {
+		struct pytarget *pt = &g->targets.v[g->configured];
+		struct pygil_target cfg = { 0 };
+		__u32 key = (__u32)pt->pid;
+
+		if (!pt->py)
+			continue;
+		cfg.gil = gil_address(pt->py);
+		cfg.ts_native_tid = pyproc_offsets(pt->py)->ts_native_thread_id;
+		if (!cfg.gil || fd < 0 || bpf_update_elem(fd, &key, &cfg, BPF_ANY))
+			log_error("pid %d: cannot find or configure its GIL: its waits are not traced", pt->pid);
+		else
+			log_debug("pid %d: GIL at 0x%llx", pt->pid, (unsigned long long)cfg.gil);
+	}
+}
+
+/* ---- the per-thread table ---- */
+
+static struct thread_row *row_of(struct pygil *g, pid_t pid, pid_t tid, const char *name)
+{
+	struct thread_row *r;
+
+	for (int i = 0; i < g->nrows; i++) {
+		r = &g->rows[i];
+		if (r->pid != pid || r->tid != tid)
+			continue;
+		if (name && name[0]) /* threading may have named it since */
+			snprintf(r->name, sizeof(r->name), "%s", name);
+		return r;
+	}
+	if (g->nrows == MAX_THREADS ||
+	    (!g->rows && !(g->rows = calloc(MAX_THREADS, sizeof(*g->rows)))))
+		return NULL;
+	r = &g->rows[g->nrows++];
+	memset(r, 0, sizeof(*r));
+	r->pid = pid, r->tid = tid;
+	snprintf(r->name, sizeof(r->name), "%s", name ? name : "");
+	return r;
+}
+
+/* Who holds each target's GIL now: dt more holding time for that thread. */
+static void sample_holders(struct pygil *g, uint64_t now_ns)
+{
+	uint64_t dt = now_ns - g->last_sample_ns;
+
+	if (dt < SAMPLE_MS * 1000000ull)
+		return;
+	g->last_sample_ns = now_ns;
+	if (dt > 10 * SAMPLE_MS * 1000000ull)
+		dt = SAMPLE_MS * 1000000ull; /* a late tick does not stand for the time it missed */
+	for (int i = 0; i < g->targets.n; i++) {
+		struct pytarget *pt = &g->targets.v[i];
+		uint64_t gil = pt->py && !pt->exited ? gil_address(pt->py) : 0, holder = 0;
+		const struct pythread *th;
+		int locked = 0;
+		struct thread_row *r;
+
+		if (!gil || pyproc_read(pt->py, gil + PYGIL_OFF_LOCKED, &locked, sizeof(locked)) || locked != 1 ||
+		    pyproc_read(pt->py, gil + PYGIL_OFF_LAST_HOLDER, &holder, sizeof(holder)))
+			continue;
+		th = pyframes_thread_of_tstate(pt->py, &pt->names, holder);
+		if (th && th->tid && (r = row_of(g, pt->pid, th->tid, th->name)))
+			r->hold_ns += dt;
+	}
+}
+
+/* Every thread's waits since the last table, from thread_waits (read and cleared). */
+static void collect_waits(struct pygil *g)
+{
+	int fd = bpfprog_table_fd(g->base.prog, "thread_waits");
+	__u64 key;
+
+	/* each key is deleted once read, so the first key is always the next one */
+	for (int i = 0; fd >= 0 && i < 2 * MAX_THREADS && bpf_get_next_key(fd, NULL, &key) == 0; i++) {
+		struct pygil_thread_waits w;
+		pid_t pid = (pid_t)(key >> 32), tid = (pid_t)(__u32)key;
+		char name[PYTHREAD_NAME_MAX];
+		struct thread_row *r;
+
+		if (bpf_lookup_elem(fd, &key, &w) == 0) {
+			pytargets_thread_name(&g->targets, pid, tid, "", 0, name, sizeof(name));
+			if ((r = row_of(g, pid, tid, name))) {
+				r->wait_ns += w.wait_ns;
+				r->waits += w.waits;
+			}
+		}
+		bpf_delete_elem(fd, &key);
+	}
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0;
+}
+
+static void print_threads(struct pygil *g, uint64_t wall_ns)
+{
+	sink_table_begin(g->base.sink, &thread_schema, g->tables ? "" : NULL);
+	for (int i = 0; i < g->nrows; i++) {
+		const struct thread_row *r = &g->rows[i];
+		double hold = pct(r->hold_ns, wall_ns), wait = pct(r->wait_ns, wall_ns);
+		json_t *o = json_object();
+
+		if (hold + wait > 100)
+			hold = 100 - wait > 0 ? 100 - wait : 0;
+		json_set_str(o, "metric", thread_schema.metric);
+		json_set_int(o, "pid", r->pid);
+		json_set_int(o, "tid", r->tid);
+		json_set_str(o, "thread_name", r->name);
+		json_set_real(o, "hold_pct", hold);
+		json_set_real(o, "wait_pct", wait);
+		json_set_real(o, "neither_pct", 100 - hold - wait > 0 ? 100 - hold - wait : 0);
+		json_set_int(o, "waits", (json_int_t)r->waits);
+		json_set_real(o, "wait_ms", (double)r->wait_ns / 1e6);
+		sink_table_row(g->base.sink, &thread_schema, o);
+	}
+}
+
+static void print_holders(struct pygil *g)
+{
+	const struct stackagg_entry **top = stackagg_sorted(&g->holders);
+
+	sink_table_begin(g->base.sink, &holder_schema, "");
+	for (size_t i = 0; top && i < g->holders.n && i < TOP_STACKS; i++) {
+		json_t *o = json_object();
+
+		json_set_str(o, "metric", holder_schema.metric);
+		json_set_real(o, "wait_ms", (double)top[i]->self / 1e3);
+		json_set_int(o, "waits", top[i]->total);
+		json_set_str(o, "holder_py_stack", top[i]->key);
+		sink_table_row(g->base.sink, &holder_schema, o);
+	}
+	free(top);
+}
+
+static void print_folded(struct pygil *g)
+{
+	FILE *f = sink_text(g->base.sink);
+
+	for (size_t i = 0; f && i < g->holders.n; i++)
+		fprintf(f, "%s %lld\n", g->holders.v[i].key, g->holders.v[i].self);
+	if (f)
+		fflush(f);
+}
+
+/* The tables (or folded stacks) of the interval that ends now; then it starts afresh. */
+static void report(struct pygil *g, uint64_t now_ns)
+{
+	collect_waits(g);
+	if (g->folded) {
+		print_folded(g);
+	} else {
+		print_threads(g, now_ns - g->interval_start_ns);
+		if (g->stacks)
+			print_holders(g);
+	}
+	g->tables++;
+	g->nrows = 0;
+	stackagg_clear(&g->holders);
+	g->interval_start_ns = now_ns;
+}
+
+/* ---- events ---- */
+
+/* A walked stack as folded text (root first), or NULL for none; counts incomplete ones. */
+static const char *stack_text(struct pygil *g, struct pytarget *pt, const struct pywalk_frame *frames,
+			      unsigned depth, unsigned status, struct pyframes_buf *buf, int *out_depth)
+{
+	int n = depth <= PYGIL_DEPTH ? (int)depth : 0;
+
+	*out_depth = n;
+	if (status == PYWALK_NO_THREAD && !n)
+		return NULL;
+	if (status != PYWALK_COMPLETE)
+		g->stack_errors++;
+	pyframes_resolve(pt ? pt->py : NULL, frames, n, g->locs);
+	return pyframes_folded(buf, NULL, g->locs, n, status);
+}
+
+static void set_stack(json_t *o, const char *key, const char *depth_key, const char *text, int depth)
+{
+	json_object_set_new(o, key, text ? json_string(text) : json_null());
+	json_object_set_new(o, depth_key, text ? json_integer(depth) : json_null());
+}
+
+static void on_event(void *ctx, void *data, int size)
+{
+	struct pygil *g = ctx;
+	const struct pygil_event *ev = data;
+	const struct pygil_stack_event *s = data;
+	const size_t head = offsetof(struct pygil_stack_event, holder);
+	const char *waiter = NULL, *holder = NULL;
+	int wdepth = 0, hdepth = 0;
+	char name[PYTHREAD_NAME_MAX], hname[PYTHREAD_NAME_MAX], when[40];
+	const struct pythread *th = NULL;
+	struct pytarget *pt;
+	double ms;
+	json_t *o;
+	FILE *text;
+
+	if (size < (int)sizeof(*ev) || (g->stacks && size < (int)head))
+		return;
+	ms = (double)(ev->end_ns - ev->start_ns) / 1e6;
+	pt = pytargets_thread_name(&g->targets, (pid_t)ev->task.pid, (pid_t)ev->task.tid, ev->task.comm,
+				   sizeof(ev->task.comm), name, sizeof(name));
+	if (pt && pt->py)
+		th = pyframes_thread_of_tstate(pt->py, &pt->names, ev->holder);
+	if (g->stacks) {
+		waiter = stack_text(g, pt, s->waiter, s->waiter_depth, s->waiter_status, &g->waiter_text, &wdepth);
+		if (size < (int)(head + (size_t)pyframes_depth(s->holder_depth, size, head) * sizeof(s->holder[0])))
+			return;
+		holder = stack_text(g, pt, s->holder, (unsigned)pyframes_depth(s->holder_depth, size, head),
+				    s->holder_status, &g->holder_text, &hdepth);
+		if (holder) {
+			struct stackagg_entry *e = stackagg_get(&g->holders, holder, strlen(holder));
+			if (e) {
+				e->self += (long long)((ev->end_ns - ev->start_ns) / 1000);
+				e->total++;
+			}
+		}
+	}
+	g->events++;
+	if (g->folded)
+		return;
+	time_format_mono_ns(ev->end_ns, when, sizeof(when));
+	o = json_object();
+	json_set_str(o, "metric", wait_schema.metric);
+	record_set_task(o, &ev->task);
+	json_set_str(o, "thread_name", name);
+	json_set_real(o, "duration_ms", ms);
+	/* a holder not listed yet (a new thread): its native id is the host tid outside namespaces */
+	if (th && th->tid)
+		json_set_int(o, "holder_tid", th->tid);
+	else
+		record_set_int_or_null(o, "holder_tid", ev->holder_ns_tid,
+				       ev->holder_ns_tid && pt && pt->py && pyproc_ns_pid(pt->py) == pt->pid);
+	record_set_int_or_null(o, "holder_container_tid", th && th->ns_tid ? (json_int_t)th->ns_tid : (json_int_t)ev->holder_ns_tid,
+			       (th && th->ns_tid) || ev->holder_ns_tid);
+	if (!th && pt && pt->py && json_integer_value(json_object_get(o, "holder_tid")))
+		/* a thread state not listed yet: its name by its tid, when that is known */
+		pyframes_thread_name(pt->py, &pt->names, (pid_t)json_integer_value(json_object_get(o, "holder_tid")),
+				     "", 0, hname, sizeof(hname));
+	else
+		snprintf(hname, sizeof(hname), "%s", th ? th->name : "");
+	json_object_set_new(o, "holder_thread_name", hname[0] ? json_string(hname) : json_null());
+	if (g->stacks) {
+		set_stack(o, "waiter_py_stack", "waiter_py_stack_depth", waiter, wdepth);
+		set_stack(o, "holder_py_stack", "holder_py_stack_depth", holder, hdepth);
+	}
+	json_set_int(o, "switch_number", (json_int_t)ev->switch_number);
+	json_set_str(o, "hook", ev->source == PYGIL_SRC_TAKE_GIL ? "take_gil" : "condvar");
+	json_set_str(o, "time", when);
+	sink_record(g->base.sink, &wait_schema, o);
+	text = sink_text(g->base.sink);
+	if (text && g->stacks) {
+		/* columns: the two stacks under the wait, root first */
+		fprintf(text, "    waiter: %s\n    holder: %s\n", waiter ? waiter : "-", holder ? holder : "-");
+		fflush(text);
+	}
+}
+
+static int start(struct tracker *t)
+{
+	struct pygil *g = (struct pygil *)t;
+	struct bpfprog *p = t->prog;
+
+	configure_targets(g);
+	if (g->stacks && pytargets_set_walker(&g->targets, p))
+		return -1;
+	g->targets.children = g->children;
+	if (g->children) {
+		pytargets_add_children(&g->targets);
+		configure_targets(g);
+	}
+	/* woken per 16 records, read every poll: the holder samples want a tick every 10 ms */
+	t->poll_ms = SAMPLE_MS;
+	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 16) || pyhooks_attach(g->hooks, p))
+		return -1;
+	snprintf(t->banner, sizeof(t->banner), "Tracing GIL waits of %d process%s (%d probes).",
+		 g->targets.alive, g->targets.alive == 1 ? "" : "es", bpfprog_attachments(p));
+	g->interval_start_ns = g->last_sample_ns = time_mono_ns();
+	g->targets.next_children_ns = g->targets.next_exits_ns = g->interval_start_ns + 1000000000ull;
+	return 0;
+}
+
+static int tick(struct tracker *t, uint64_t now_ns)
+{
+	struct pygil *g = (struct pygil *)t;
+
+	t->done = pytargets_refresh(&g->targets, now_ns);
+	configure_targets(g);
+	sample_holders(g, now_ns);
+	if (!t->done && g->interval_s && now_ns - g->interval_start_ns >= g->interval_s * 1000000000ull)
+		report(g, now_ns);
+	return 0;
+}
+
+static void finish(struct tracker *t)
+{
+	struct pygil *g = (struct pygil *)t;
+	json_t *o = json_object();
+
+	report(g, time_mono_ns());
+	json_set_str(o, "metric", summary_schema.metric);
+	json_set_int(o, "events", (json_int_t)g->events);
+	pyebpf_bpf_set_counters(o, t->prog, counters);
+	json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
+	pyebpf_bpf_set_losses(o, t->prog);
+	json_set_int(o, "processes", (json_int_t)g->targets.added);
+	sink_summary(t->sink, &summary_schema, o);
+}
+
+static void destroy(struct tracker *t)
+{
+	struct pygil *g = (struct pygil *)t;
+
+	pytargets_free(&g->targets);
+	stackagg_free(&g->holders);
+	pyframes_buf_free(&g->waiter_text);
+	pyframes_buf_free(&g->holder_text);
+	pyhooks_free(g->hooks);
+	free(g->rows);
+	free(g->text);
+}
+
+const struct tracker_ops pygil_tracker = {
+	.name = "pygil",
+	.size = sizeof(struct pygil),
+	.bpf = &bpfprog_runtime,
+	.options = options,
+	.schemas = schemas,
+	.init = init,
+	.option = option,
+	.check = check,
+	.prepare = prepare,
+	.start = start,
+	.tick = tick,
+	.finish = finish,
+	.destroy = destroy,
+};
