@@ -10,14 +10,14 @@
 #include "monitor.h"
 
 extern const struct tracker_ops pygc_tracker, pyhandoff_tracker, tcphandshake_tracker, tcploss_tracker,
-	hostnet_tracker, pystack_tracker;
+	hostnet_tracker, pystack_tracker, pygil_tracker;
 
 static const struct monitor_entry trackers[] = {
 	{ "gc", &pygc_tracker, NULL, { { 0 } } },
-	/* pygil and pyoffcpu: their entries get their tracker_ops when they are built in */
-	{ "gil", NULL, NULL,
-	  { { "gil-min-wait-ms", "min-ms", "MS", "gil: only GIL waits of MS or more (default 1.0)" },
-	    { "gil-py-enable", "py", NULL, "gil: add the Python stack of each wait" },
+	/* pyoffcpu: its entry gets its tracker_ops when it is built in */
+	{ "gil", &pygil_tracker, NULL,
+	  { { "gil-min-wait-ms", "min-wait-ms", "MS", "gil: only GIL waits of MS or more (default 1.0)" },
+	    { "gil-py-enable", NULL, NULL, "gil: the waiter's and holder's Python stacks (always walked)" },
 	    { "gil-py-min-ms", "py-min-ms", "MS", "gil: Python stacks only of waits of MS or more" },
 	    { 0 } } },
 	{ "offcpu", NULL, NULL,

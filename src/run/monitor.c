@@ -354,6 +354,8 @@ int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries
 			log_warn("--%s: %s is not running (not enabled or not built in); ignored", f->flag, e->name);
 			continue;
 		}
+		if (!f->option) /* what the tracker does anyway: accepted for old command lines */
+			continue;
 		if (!(o = tracker_option(t->ops, f->option)) || t->ops->option(t, o->id, m.given[g].arg))
 			goto out;
 	}

@@ -13,7 +13,9 @@
 
 struct monitor_flag {
 	const char *flag;   /* pymonitor's long option, e.g. "pystack-frequency" */
-	const char *option; /* the tracker's long option it sets, e.g. "frequency" */
+	const char *option; /* the tracker's long option it sets, e.g. "frequency"; NULL:
+			     * what the tracker does anyway, accepted for the original's
+			     * command lines */
 	const char *arg;    /* metavariable, NULL for a flag */
 	const char *help;
 };
