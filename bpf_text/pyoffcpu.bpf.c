@@ -135,7 +135,9 @@ static __always_inline u64 py_hash(struct pyoffcpu_pystack *py)
 
 	if (!depth)
 		return 0;
-	for (int i = 0; i < PYOFFCPU_DEPTH_LIMIT; i++) {
+	/* unrolled, clang pairs frames and reads past the last one the verifier allows */
+#pragma clang loop unroll(disable)
+	for (int i = 0; i < MAX_STACK_DEPTH; i++) {
 		if (i >= depth)
 			break;
 		h = (h ^ py->frames[i].code) * 1099511628211ULL;

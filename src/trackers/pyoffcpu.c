@@ -530,8 +530,8 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	return 0;
 }
 
-/* One row per thread that left a CPU, in the order of the map. */
-static unsigned long long print_threads(struct pyoffcpu *o)
+/* One row per thread that left a CPU (when print), in the order of the map; how many threads. */
+static unsigned long long print_threads(struct pyoffcpu *o, bool print)
 {
 	int fd = bpfprog_table_fd(o->base.prog, "threads");
 	struct pyoffcpu_thread th;
@@ -548,7 +548,9 @@ static unsigned long long print_threads(struct pyoffcpu *o)
 		key = next;
 		if (bpf_lookup_elem(fd, &key, &th))
 			continue;
-		if (!n++)
+		if (n++, !print)
+			continue;
+		if (n == 1)
 			sink_table_begin(o->base.sink, &thread_schema, NULL);
 		if (procinfo_comm((pid_t)th.pid, (pid_t)key, comm, sizeof(comm)))
 			comm[0] = '\0';
@@ -576,9 +578,10 @@ static void finish(struct tracker *t)
 	unsigned long long nthreads;
 	uint64_t cpu = cpu_used_us() - o->cpu_start_us;
 
+	/* -f: stdout is flame-graph input only; the rows would be lines it cannot read */
 	if (o->folded)
 		report_folded(o);
-	nthreads = print_threads(o);
+	nthreads = print_threads(o, !o->folded);
 	json_set_str(sum, "metric", summary_schema.metric);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)o->unresolved_frames);

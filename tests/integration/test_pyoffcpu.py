@@ -1,0 +1,191 @@
+"""pyoffcpu against real interpreters (every supported one tests/targets/pythons.sh
+lists), with ground truths that do not come from the tool: the known length of a
+time.sleep() and of a peer's late answer, the source lines of those calls, and the
+kernel's own scheduler accounting in /proc/PID/task/TID/schedstat (on-CPU time,
+run_delay, timeslices).
+"""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import TARGETS, assert_fields_documented, run, tool_path
+from test_pystack import parse_stack, pythons, supported, targets  # noqa: F401 (fixtures)
+
+SCRIPT = os.path.join(TARGETS, "py_offcpu.py")
+
+
+def marked_line(marker):
+    with open(SCRIPT, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if line.rstrip().endswith("# " + marker):
+                return i
+    raise AssertionError("no %s line in %s" % (marker, SCRIPT))
+
+
+def by_thread(events, name):
+    out = {}
+    for e in events:
+        if e["thread_name"] == name:
+            out.setdefault(e["pid"], []).append(e)
+    return out
+
+
+def start_all(targets, pythons, *args):
+    """{name: process} of the target script on every supported interpreter."""
+    return {name: targets.start(cmd + [SCRIPT] + list(args)) for name, cmd in supported(pythons).items()}
+
+
+def trace(run_tool, procs, seconds, *extra):
+    pids = [a for p in procs for a in ("-p", str(p.pid))]
+    t = run_tool("pyoffcpu", *(pids + list(extra)))
+    time.sleep(seconds)
+    return t.stop()
+
+
+def schedstat(pid, tid):
+    """(on-CPU ns, run_delay ns, timeslices) of a thread, as the scheduler counts them."""
+    with open("/proc/%d/task/%d/schedstat" % (pid, tid)) as f:
+        return tuple(int(x) for x in f.read().split())
+
+
+def check_python_stack(e, func, line, failures, name):
+    frames = parse_stack(e["py_stack"])
+    if e["py_status"] != "complete" or not frames or frames[-1] != (func, SCRIPT, line) \
+            or e["py_stack_depth"] != len(frames):
+        failures.append("%s: python stack %s %r" % (name, e["py_status"], e["py_stack"]))
+
+
+def user_frame_ok(frame, func):
+    """The innermost user frame is libc's func. Debian sid's libc (the sid interpreters
+    load their own) is not named by the symbolizer: there the module must be right."""
+    return frame.endswith(" [libc.so.6]") and (func in frame or frame.startswith("[unknown]"))
+
+
+def test_sleep_2s_on_every_interpreter(run_tool, pythons, targets):
+    """time.sleep(2) in a thread named sleeper: 2000 ms +-2%, state S, the sleeping line,
+    the sleep's path in the kernel and libc's sleeping function on the user stack:
+    3.11+ sleep in clock_nanosleep, 3.8-3.10 in select."""
+    procs = start_all(targets, pythons, "sleep", "2")
+    t = trace(run_tool, procs.values(), 7)
+    assert t.returncode == 0, t.stderr
+    events = t.events("off_cpu")
+    sleeps = by_thread(events, "sleeper")
+    line = marked_line("SLEEP")
+    failures = []
+    for name, p in procs.items():
+        got = sleeps.get(p.pid, [])
+        if len(got) < 2:
+            failures.append("%s: %d sleeps" % (name, len(got)))
+            continue
+        for e in got:
+            if not 1960 <= e["duration_ms"] <= 2040 or e["prev_state"] != "S":
+                failures.append("%s: %s ms in %s" % (name, e["duration_ms"], e["prev_state"]))
+            if abs(e["off_cpu_ms"] + e["runq_ms"] - e["duration_ms"]) > 0.01:
+                failures.append("%s: off_cpu + runq != duration: %s" % (name, e))
+            check_python_stack(e, "sleeper", line, failures, name)
+            old = name.startswith("pyenv-3.") and int(name.split(".")[1]) <= 10
+            kfunc, ufunc = ("do_select", "select") if old else ("do_nanosleep", "clock_nanosleep")
+            if kfunc + " [kernel]" not in e["kernel_stack"] or \
+                    e["kernel_stack"][0] != "__schedule [kernel]":
+                failures.append("%s: kernel stack %s" % (name, e["kernel_stack"]))
+            if not e["user_stack"] or not user_frame_ok(e["user_stack"][0], ufunc):
+                failures.append("%s: user stack %s" % (name, e["user_stack"]))
+    assert not failures, "\n".join(failures)
+    assert_fields_documented("pyoffcpu", events)
+    summary = t.summary()
+    assert summary["lost"] == 0 and summary["long"] >= len(events), summary
+
+
+def test_recv_waits_for_a_late_peer(run_tool, pythons, targets):
+    """recv on a TCP peer that answers 1.5 s later: ~1500 ms, with the recv path in the
+    kernel (tcp_recvmsg), user (libc's recv) and Python (the RECV line) stacks."""
+    procs = start_all(targets, pythons, "recv", "1.5")
+    t = trace(run_tool, procs.values(), 6)
+    assert t.returncode == 0, t.stderr
+    recvs = by_thread(t.events("off_cpu"), "receiver")
+    line = marked_line("RECV")
+    failures = []
+    for name, p in procs.items():
+        got = recvs.get(p.pid, [])
+        if len(got) < 2:
+            failures.append("%s: %d waits" % (name, len(got)))
+            continue
+        for e in got:
+            if not 1470 <= e["duration_ms"] <= 1560 or e["prev_state"] != "S":
+                failures.append("%s: %s ms in %s" % (name, e["duration_ms"], e["prev_state"]))
+            check_python_stack(e, "receiver", line, failures, name)
+            if "tcp_recvmsg [kernel]" not in e["kernel_stack"]:
+                failures.append("%s: kernel stack %s" % (name, e["kernel_stack"]))
+            if not e["user_stack"] or not user_frame_ok(e["user_stack"][0], "recv"):
+                failures.append("%s: user stack %s" % (name, e["user_stack"]))
+    assert not failures, "\n".join(failures)
+
+
+def stopped(pid, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.005)
+    raise AssertionError("pid %d did not stop" % pid)
+
+
+def contended(run_tool, targets, *extra, json_mode=True):
+    """A spinning Python thread and a CPU hog pinned to one CPU. The target is stopped
+    (SIGSTOP) while the tool starts and again before it ends, so that the tool and
+    schedstat see the same window. Returns (tool, pid, tid, wall ns, schedstat delta)."""
+    cpu = str(max(os.sched_getaffinity(0)))
+    p = targets.start(["taskset", "-c", cpu, "/usr/bin/python3.11", SCRIPT, "spin"])
+    tid = int(p.first_line)
+    hog = targets.start(["taskset", "-c", cpu, "/usr/bin/python3.11", "-c",
+                         "print('ready', flush=True)\nwhile True: pass"])
+    assert hog
+    os.kill(p.pid, signal.SIGSTOP)
+    stopped(p.pid)
+    t = run_tool("pyoffcpu", "-p", str(p.pid), "--min-ms", "0", *extra, json_mode=json_mode)
+    s0, t0 = schedstat(p.pid, tid), time.monotonic_ns()
+    os.kill(p.pid, signal.SIGCONT)
+    time.sleep(4)
+    os.kill(p.pid, signal.SIGSTOP)
+    stopped(p.pid)
+    t1, s1 = time.monotonic_ns(), schedstat(p.pid, tid)
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    return t, p.pid, tid, t1 - t0, [b - a for a, b in zip(s0, s1)]
+
+
+def test_run_queue_time_equals_schedstat_run_delay(run_tool, targets):
+    t, pid, tid, wall, (oncpu, run_delay, slices) = contended(run_tool, targets)
+    [row] = [r for r in t.events("off_cpu_thread") if r["tid"] == tid]
+    print("runq %.1f ms, run_delay %.1f ms; periods %d, timeslices %d" % (
+        row["runq_ms"], run_delay / 1e6, row["periods"], slices))
+    # the two share one CPU: a good part of the window is spent waiting for it
+    assert run_delay > 0.2 * wall, (run_delay, wall)
+    assert abs(row["runq_ms"] * 1e6 - run_delay) <= 0.05 * run_delay, (row, run_delay)
+    assert abs(row["periods"] - slices) <= max(3, 0.05 * slices), (row, slices)
+    # every period is a record (--min-ms 0): their run-queue times add up to the same
+    events = [e for e in t.events("off_cpu") if e["tid"] == tid]
+    assert len(events) + row["lost"] == row["count"] == row["periods"], (len(events), row)
+    assert abs(sum(e["runq_ms"] or 0 for e in events) * 1e6 - run_delay) <= 0.05 * run_delay
+    assert row["thread_name"] == "spinner" and row["pid"] == pid
+    preempted = [e for e in events if e["prev_state"] == "R"]
+    assert len(preempted) > 0.5 * len(events)
+    assert all(e["runq_ms"] == e["duration_ms"] for e in preempted)
+
+
+def test_folded_totals_are_wall_time_minus_on_cpu(run_tool, targets):
+    t, pid, tid, wall, (oncpu, run_delay, slices) = contended(run_tool, targets, "-f", json_mode=False)
+    total_us = 0
+    for line in t.stdout.splitlines():
+        stack, _, us = line.rpartition(" ")
+        if stack.startswith("spinner;"):
+            total_us += int(us)
+            assert "spinner (%s:" % SCRIPT in stack, stack
+    expected = wall - oncpu
+    print("folded %.1f ms, wall - on-CPU %.1f ms" % (total_us / 1e3, expected / 1e6))
+    assert expected > 0.2 * wall
+    assert abs(total_us * 1000 - expected) <= 0.05 * expected, (total_us, expected, t.stdout[-2000:])
