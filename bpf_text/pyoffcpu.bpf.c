@@ -42,6 +42,11 @@ BPF_HASH(target_pids, u32, u8, 1024);
 /* Target threads off the CPU now (task.ts_ns != 0), by host tid. */
 BPF_HASH(offcpu, u32, struct pyoffcpu_event, 8192);
 BPF_HASH(threads, u32, struct pyoffcpu_thread, 8192);
+/*
+ * Set to 1 by userspace when the run ends: from then on nothing is counted or sent,
+ * so that the records, the losses and the totals it reads agree.
+ */
+BPF_ARRAY(stopped, u32, 1);
 /* A zeroed entry to create offcpu entries from (never written). */
 BPF_ARRAY(blank, struct pyoffcpu_event, 1);
 #ifdef FOLDED
@@ -223,10 +228,19 @@ static __always_inline void switch_in(void *ctx, u32 tid, u64 now)
 	v->task.ts_ns = 0;
 }
 
+static __always_inline bool is_stopped(void)
+{
+	u32 zero = 0, *v = stopped.lookup(&zero);
+
+	return !v || *v;
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
 	u64 now = bpf_ktime_get_ns();
 
+	if (is_stopped())
+		return 0;
 	switch_out(args, args->prev_state, now);
 	switch_in(args, (u32)args->next_pid, now);
 	return 0;
@@ -250,6 +264,8 @@ static __always_inline void woken(u32 tid)
 
 TRACEPOINT_PROBE(sched, sched_wakeup)
 {
+	if (is_stopped())
+		return 0;
 	woken((u32)args->pid);
 	return 0;
 }
@@ -260,7 +276,7 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
 	u32 tgid = bpf_get_current_pid_tgid() >> 32, tid = (u32)args->pid;
 	struct pyoffcpu_event *v;
 
-	if (!target_pids.lookup(&tgid))
+	if (is_stopped() || !target_pids.lookup(&tgid))
 		return 0;
 	v = offcpu_entry(tid);
 	if (!v) {

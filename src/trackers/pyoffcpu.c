@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "jsonfmt.h"
 #include "kbtf.h"
@@ -32,6 +33,7 @@
 extern const char pyoffcpu_bpf_text[];
 
 enum { MAX_TARGETS = 256, RING_PAGES = 256, FRAME_NAME_MAX = 512 };
+#define BURST_NS 250000000ull
 
 enum {
 	OPT_FOLDED = 'f',
@@ -102,6 +104,7 @@ static const struct field summary_fields[] = {
 	{ "unresolved_frames", FIELD_INT, NULL, "Python frames whose code object could not be read in user space", 0, NULL, 0, NULL },
 	FIELD_LOST,
 	FIELD_MISSED,
+	{ "dropped", FIELD_INT, NULL, "records read but not decoded: they came faster than they could be (a storm)", 0, NULL, 0, NULL },
 	{ "processes", FIELD_INT, NULL, "target processes seen (with --children, children too)", 0, NULL, 0, NULL },
 	{ "threads", FIELD_INT, NULL, "target threads seen leaving a CPU", 0, NULL, 0, NULL },
 	{ "tool_cpu_ms", FIELD_REAL, "ms", "CPU time of the tool itself while tracing (user + system, BPF programs not included)", 0, NULL, 0, NULL },
@@ -126,6 +129,8 @@ struct pyoffcpu {
 	struct symbols *syms;
 	struct pyframes_buf text;
 	unsigned long long unresolved_frames;
+	uint64_t burst_ns;                         /* when the current read of the ring began; 0: none */
+	unsigned long long dropped, dropped_total; /* records read but not decoded (this read, all) */
 	uint64_t last_report_ns, cpu_start_us;
 	struct pycode_loc locs[PYOFFCPU_DEPTH_LIMIT];
 };
@@ -350,7 +355,10 @@ static double ms(__u64 ns)
 	return (double)ns / 1e6;
 }
 
-/* The Python stack of a period (resolved into o->locs); its status name, and *depth. */
+/* What python_stack() returns for a stack it resolved (any other status: nothing to show). */
+static const char py_walked[] = "walked";
+
+/* The Python stack of a period resolved into o->locs (py_walked), or why there is none. */
 static const char *python_stack(struct pyoffcpu *o, struct pytarget *pt, const struct pyoffcpu_pystack *py,
 				int depth, bool shown, int *out_depth)
 {
@@ -361,10 +369,12 @@ static const char *python_stack(struct pyoffcpu *o, struct pytarget *pt, const s
 		return "not_python";
 	if (!shown)
 		return "short";
+	if (py->status != PYWALK_COMPLETE && py->status != PYWALK_TRUNCATED && !depth)
+		return pywalk_status_name(py->status);
 	if (depth)
 		o->unresolved_frames += pyframes_resolve(pt->py, py->frames, depth, o->locs);
 	*out_depth = depth;
-	return pywalk_status_name(py->status);
+	return py_walked;
 }
 
 static void on_event(void *ctx, void *data, int size)
@@ -381,6 +391,18 @@ static void on_event(void *ctx, void *data, int size)
 
 	if (size < (int)head)
 		return;
+	/*
+	 * A storm of records can come faster than they are decoded, and the ring is read
+	 * until it is empty: past BURST_NS of one read the rest are counted, not decoded,
+	 * so the read ends (and the run can end).
+	 */
+	if (!o->burst_ns)
+		o->burst_ns = time_mono_ns();
+	else if (o->dropped || time_mono_ns() - o->burst_ns > BURST_NS) {
+		o->dropped++;
+		o->dropped_total++;
+		return;
+	}
 	depth = e->py.depth ? pyframes_depth(e->py.depth, size, head) : 0;
 	pt = pytargets_thread_name(&o->targets, (pid_t)e->task.pid, (pid_t)e->task.tid, e->task.comm,
 				   sizeof(e->task.comm), thread, sizeof(thread));
@@ -406,9 +428,9 @@ static void on_event(void *ctx, void *data, int size)
 		json_object_set_new(r, "waker_comm", json_null());
 	json_object_set_new(r, "kernel_stack", stack_array(o, (pid_t)e->task.pid, e->kstack));
 	json_object_set_new(r, "user_stack", stack_array(o, (pid_t)e->task.pid, e->ustack));
-	json_set_str(r, "py_stack", pyframes_folded(&o->text, NULL, o->locs, depth, e->py.status));
+	json_set_str(r, "py_stack", status == py_walked ? pyframes_folded(&o->text, NULL, o->locs, depth, e->py.status) : "");
 	json_set_int(r, "py_stack_depth", depth);
-	json_set_str(r, "py_status", status);
+	json_set_str(r, "py_status", status == py_walked ? pywalk_status_name(e->py.status) : status);
 	sink_record(o->base.sink, &event_schema, r);
 }
 
@@ -520,6 +542,10 @@ static int tick(struct tracker *t, uint64_t now_ns)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
+	o->burst_ns = 0; /* the buffer was read (tick comes after every poll) */
+	if (o->dropped)
+		log_debug("%llu records not decoded in one read", o->dropped);
+	o->dropped = 0;
 	t->done = pytargets_refresh(&o->targets, now_ns);
 	sync_targets(o);
 	if (!t->done && o->folded && o->interval_s &&
@@ -571,6 +597,23 @@ static unsigned long long print_threads(struct pyoffcpu *o, bool print)
 	return n;
 }
 
+/*
+ * The programs stay attached until the end: stopped makes them do nothing, then the
+ * records still in the ring are read, so that records, losses and totals agree.
+ */
+static void stop_tracing(struct pyoffcpu *o)
+{
+	int fd = bpfprog_table_fd(o->base.prog, "stopped");
+	__u32 zero = 0, one = 1;
+
+	if (fd < 0 || bpf_update_elem(fd, &zero, &one, BPF_ANY))
+		return;
+	usleep(10000); /* programs running on other CPUs finish (they run for microseconds) */
+	o->burst_ns = 0;
+	o->dropped = 0;
+	bpfprog_deliver(o->base.prog);
+}
+
 static void finish(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
@@ -578,6 +621,7 @@ static void finish(struct tracker *t)
 	unsigned long long nthreads;
 	uint64_t cpu = cpu_used_us() - o->cpu_start_us;
 
+	stop_tracing(o);
 	/* -f: stdout is flame-graph input only; the rows would be lines it cannot read */
 	if (o->folded)
 		report_folded(o);
@@ -586,6 +630,7 @@ static void finish(struct tracker *t)
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)o->unresolved_frames);
 	pyebpf_bpf_set_losses(sum, t->prog);
+	json_set_int(sum, "dropped", (json_int_t)o->dropped_total);
 	json_set_int(sum, "processes", (json_int_t)o->targets.added);
 	json_set_int(sum, "threads", (json_int_t)nthreads);
 	json_set_real(sum, "tool_cpu_ms", (double)cpu / 1000.0);

@@ -189,3 +189,82 @@ def test_folded_totals_are_wall_time_minus_on_cpu(run_tool, targets):
     print("folded %.1f ms, wall - on-CPU %.1f ms" % (total_us / 1e3, expected / 1e6))
     assert expected > 0.2 * wall
     assert abs(total_us * 1000 - expected) <= 0.05 * expected, (total_us, expected, t.stdout[-2000:])
+
+
+def test_state_no_py_and_py_min_ms(run_tool, targets):
+    """--state D shows no sleep (state S) but still counts its periods; --no-py and
+    --py-min-ms above the sleep leave py_stack empty and say why; the stacks stay."""
+    p = targets.start(["/usr/bin/python3.11", SCRIPT, "sleep", "1"])
+    t = trace(run_tool, [p], 3.5, "--state", "D")
+    assert t.returncode == 0, t.stderr
+    assert not [e for e in t.events("off_cpu") if e["thread_name"] == "sleeper"]
+    [row] = [r for r in t.events("off_cpu_thread") if r["thread_name"] == "sleeper"]
+    assert row["periods"] >= 2 and row["count"] == 0, row
+    for extra, status in ((["--no-py"], "off"), (["--py-min-ms", "1500"], "short")):
+        t = trace(run_tool, [p], 3.5, *extra)
+        got = [e for e in t.events("off_cpu") if e["thread_name"] == "sleeper"]
+        assert len(got) >= 2, (extra, t.stderr)
+        for e in got:
+            assert e["py_stack"] == "" and e["py_stack_depth"] == 0 and e["py_status"] == status, e
+            assert "do_nanosleep [kernel]" in e["kernel_stack"] and e["user_stack"], e
+
+
+def test_a_process_that_is_not_python(run_tool, targets):
+    """A shell waiting for its 1 s sleeps: kernel and user stacks, py_stack empty, said once."""
+    p = targets.start(["sh", "-c", "echo ready; while :; do sleep 1; done"])
+    t = trace(run_tool, [p], 4)
+    assert t.returncode == 0, t.stderr
+    assert t.stderr.count("pid %d is not a CPython" % p.pid) == 1, t.stderr
+    waits = [e for e in t.events("off_cpu") if e["tid"] == p.pid]
+    assert len(waits) >= 2, t.stdout[-2000:]
+    for e in waits:
+        assert 990 <= e["duration_ms"] <= 1200, e
+        assert e["py_stack"] == "" and e["py_status"] == "not_python", e
+        assert "do_wait [kernel]" in e["kernel_stack"], e
+        assert e["user_stack"] and e["user_stack"][0].endswith(" [libc.so.6]"), e
+
+
+def test_a_switch_storm_is_survived_and_every_loss_counted(run_tool, targets):
+    """Threads handing tokens back and forth as fast as they can, every period a record
+    (--min-ms 0): the tool keeps running, and each period is a record or a counted loss."""
+    p = targets.start(["/usr/bin/python3.11", SCRIPT, "pingpong", "4"])
+    t = run_tool("pyoffcpu", "-p", str(p.pid), "--min-ms", "0")
+    s0 = sum(schedstat(p.pid, int(tid))[2] for tid in os.listdir("/proc/%d/task" % p.pid))
+    time.sleep(5)
+    s1 = sum(schedstat(p.pid, int(tid))[2] for tid in os.listdir("/proc/%d/task" % p.pid))
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    summary = t.summary()
+    rows = t.events("off_cpu_thread")
+    events = t.events("off_cpu")
+    print("%.0f switches/s of the target; %d records, %d lost, %d dropped, tool CPU %.0f ms" % (
+        (s1 - s0) / 5, len(events), summary["lost"], summary["dropped"], summary["tool_cpu_ms"]))
+    assert s1 - s0 > 5 * 1000, "not much of a storm"
+    assert summary["lost"] == sum(r["lost"] for r in rows)
+    assert summary["long"] == sum(r["count"] for r in rows)
+    assert len(events) + summary["lost"] + summary["dropped"] == summary["long"], summary
+    assert summary["tool_cpu_ms"] > 0 and summary["untracked"] == 0
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["--state", "X", "-p", "1"], 2, "--state"),
+    (["--max-stack-depth", "0", "-p", "1"], 2, "max-stack-depth"),
+    (["--max-stack-depth", "128", "-p", "1"], 2, "max-stack-depth"),
+    (["--min-ms", "-1", "-p", "1"], 2, "min-ms"),
+    (["-i", "5", "-p", "1"], 2, "-i needs -f"),
+    (["-f", "-j", "-p", "1"], 2, "exclude"),
+    ([], 2, "-p PID"),
+    (["-p", "999999999"], 2, "pid"),
+])
+def test_bad_input(args, code, message):
+    r = run([tool_path("pyoffcpu")] + args, check=False)
+    assert r.returncode == code, (args, r.returncode, r.stderr)
+    assert r.stderr.startswith("pyoffcpu: ") and message in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_a_pid_that_does_not_exist():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    r = run([tool_path("pyoffcpu"), "-p", str(p.pid), "-d", "1"], check=False)
+    assert r.returncode == 2 and "no process with pid %d" % p.pid in r.stderr, r.stderr
