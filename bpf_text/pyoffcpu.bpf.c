@@ -89,6 +89,26 @@ static __always_inline void walk_python(struct pyoffcpu_event *v, u32 tgid, u32 
 #endif
 }
 
+/*
+ * A new task's first wait for a CPU (sched_wakeup_new to its first run), by tid: it
+ * counts for the thread only once its first switch-out shows that it is a thread of
+ * a target (a forked child of a target is another process). LRU: children that are
+ * not targets are forgotten.
+ */
+BPF_TABLE("lru_hash", u32, u64, new_waits, 1024);
+
+/* tid's totals, created when missing (NULL when the table is full). */
+static __always_inline struct pyoffcpu_thread *thread_totals(u32 tid, u32 tgid)
+{
+	struct pyoffcpu_thread *t = threads.lookup(&tid), blank_thread = {};
+
+	if (t)
+		return t;
+	blank_thread.pid = tgid;
+	threads.insert(&tid, &blank_thread);
+	return threads.lookup(&tid);
+}
+
 /* prev leaves the CPU (this runs in its context). */
 static __always_inline void switch_out(void *ctx, s64 state, u64 now)
 {
@@ -103,7 +123,21 @@ static __always_inline void switch_out(void *ctx, s64 state, u64 now)
 		return;
 	}
 	counter_add(OFFCPU_CNT_SWITCHES, 1);
-	v = offcpu_entry(tid);
+	v = offcpu.lookup(&tid);
+	if (!v) {
+		/* its first switch-out: a new thread's first wait counts now */
+		u64 *wait = new_waits.lookup(&tid);
+		struct pyoffcpu_thread *t;
+
+		if (wait && (t = thread_totals(tid, tgid))) {
+			t->off_ns += *wait;
+			t->runq_ns += *wait;
+			t->periods += 1;
+		}
+		if (wait)
+			new_waits.delete(&tid);
+		v = offcpu_entry(tid);
+	}
 	if (!v) {
 		counter_add(OFFCPU_CNT_UNTRACKED, 1);
 		return;
@@ -184,7 +218,7 @@ static __always_inline void fold(struct pyoffcpu_event *v, u64 ns)
 static __always_inline void switch_in(void *ctx, u32 tid, u64 now)
 {
 	struct pyoffcpu_event *v = offcpu.lookup(&tid);
-	struct pyoffcpu_thread *t, blank_thread = {};
+	struct pyoffcpu_thread *t;
 	u64 off, runq;
 	bool wanted;
 
@@ -192,15 +226,14 @@ static __always_inline void switch_in(void *ctx, u32 tid, u64 now)
 		return;
 	off = now - v->task.ts_ns;
 	runq = v->wake_ns ? now - v->wake_ns : 0;
-	v->run_ns = now;
-	wanted = off >= MIN_NS && v->prev_state != PYOFFCPU_STATE_NEW &&
-		 (!STATE_MASK || (v->prev_state & STATE_MASK));
-	t = threads.lookup(&tid);
-	if (!t) {
-		blank_thread.pid = v->task.pid;
-		threads.insert(&tid, &blank_thread);
-		t = threads.lookup(&tid);
+	if (v->prev_state == PYOFFCPU_STATE_NEW) {
+		new_waits.update(&tid, &runq);
+		offcpu.delete(&tid);
+		return;
 	}
+	v->run_ns = now;
+	wanted = off >= MIN_NS && (!STATE_MASK || (v->prev_state & STATE_MASK));
+	t = thread_totals(tid, v->task.pid);
 	if (t) {
 		t->pid = v->task.pid;
 		t->off_ns += off;

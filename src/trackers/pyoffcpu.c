@@ -34,6 +34,7 @@ extern const char pyoffcpu_bpf_text[];
 
 enum { MAX_TARGETS = 256, RING_PAGES = 256, FRAME_NAME_MAX = 512 };
 #define BURST_NS 250000000ull
+#define READ_GAP_NS 20000000ull
 
 enum {
 	OPT_FOLDED = 'f',
@@ -106,7 +107,7 @@ static const struct field summary_fields[] = {
 	FIELD_MISSED,
 	{ "dropped", FIELD_INT, NULL, "records read but not decoded: they came faster than they could be (a storm)", 0, NULL, 0, NULL },
 	{ "processes", FIELD_INT, NULL, "target processes seen (with --children, children too)", 0, NULL, 0, NULL },
-	{ "threads", FIELD_INT, NULL, "target threads seen leaving a CPU", 0, NULL, 0, NULL },
+	{ "threads", FIELD_INT, NULL, "target threads seen coming back on a CPU", 0, NULL, 0, NULL },
 	{ "tool_cpu_ms", FIELD_REAL, "ms", "CPU time of the tool itself while tracing (user + system, BPF programs not included)", 0, NULL, 0, NULL },
 	FIELD_ENV,
 	FIELD_END,
@@ -129,8 +130,8 @@ struct pyoffcpu {
 	struct symbols *syms;
 	struct pyframes_buf text;
 	unsigned long long unresolved_frames;
-	uint64_t burst_ns;                         /* when the current read of the ring began; 0: none */
-	unsigned long long dropped, dropped_total; /* records read but not decoded (this read, all) */
+	uint64_t burst_ns, last_event_ns; /* when the current read of the ring began; its last record */
+	unsigned long long dropped;       /* records read but not decoded */
 	uint64_t last_report_ns, cpu_start_us;
 	struct pycode_loc locs[PYOFFCPU_DEPTH_LIMIT];
 };
@@ -388,19 +389,22 @@ static void on_event(void *ctx, void *data, int size)
 	json_t *r;
 	int depth;
 	__u64 dur = e->run_ns - e->task.ts_ns;
+	uint64_t now;
 
 	if (size < (int)head)
 		return;
 	/*
 	 * A storm of records can come faster than they are decoded, and the ring is read
 	 * until it is empty: past BURST_NS of one read the rest are counted, not decoded,
-	 * so the read ends (and the run can end).
+	 * so the read ends (and the run can end). Within a read records follow each other
+	 * within microseconds; a gap of READ_GAP_NS means a new read.
 	 */
-	if (!o->burst_ns)
-		o->burst_ns = time_mono_ns();
-	else if (o->dropped || time_mono_ns() - o->burst_ns > BURST_NS) {
+	now = time_mono_ns();
+	if (now - o->last_event_ns > READ_GAP_NS)
+		o->burst_ns = now;
+	o->last_event_ns = now;
+	if (now - o->burst_ns > BURST_NS) {
 		o->dropped++;
-		o->dropped_total++;
 		return;
 	}
 	depth = e->py.depth ? pyframes_depth(e->py.depth, size, head) : 0;
@@ -542,10 +546,6 @@ static int tick(struct tracker *t, uint64_t now_ns)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
-	o->burst_ns = 0; /* the buffer was read (tick comes after every poll) */
-	if (o->dropped)
-		log_debug("%llu records not decoded in one read", o->dropped);
-	o->dropped = 0;
 	t->done = pytargets_refresh(&o->targets, now_ns);
 	sync_targets(o);
 	if (!t->done && o->folded && o->interval_s &&
@@ -609,8 +609,6 @@ static void stop_tracing(struct pyoffcpu *o)
 	if (fd < 0 || bpf_update_elem(fd, &zero, &one, BPF_ANY))
 		return;
 	usleep(10000); /* programs running on other CPUs finish (they run for microseconds) */
-	o->burst_ns = 0;
-	o->dropped = 0;
 	bpfprog_deliver(o->base.prog);
 }
 
@@ -630,7 +628,7 @@ static void finish(struct tracker *t)
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)o->unresolved_frames);
 	pyebpf_bpf_set_losses(sum, t->prog);
-	json_set_int(sum, "dropped", (json_int_t)o->dropped_total);
+	json_set_int(sum, "dropped", (json_int_t)o->dropped);
 	json_set_int(sum, "processes", (json_int_t)o->targets.added);
 	json_set_int(sum, "threads", (json_int_t)nthreads);
 	json_set_real(sum, "tool_cpu_ms", (double)cpu / 1000.0);
