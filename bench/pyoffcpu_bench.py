@@ -5,9 +5,11 @@ Usage: pyoffcpu_bench.py PYOFFCPU PYTHON ROUNDS SECONDS
 1. Throughput: a workload of 4 pairs of threads handing a token back and forth
    through queue.Queue (every handoff a futex wait and wake: tens of thousands of
    context switches a second) reports (time, handoffs, its CPU time) every 0.2 s.
-   Each round measures a window without pyoffcpu, one with "pyoffcpu -p W -j" (events,
-   default --min-ms 20, output to /dev/null) and one with "pyoffcpu -p W -f --min-ms 0"
-   (folded: every period summed in the kernel), in alternating order. Rates are
+   Each round measures a window without pyoffcpu; one with "pyoffcpu -f --min-ms 0"
+   tracing another process that sleeps (other-folded: every switch of the workload is
+   a non-target's); one with "pyoffcpu -p W -j" (events, default --min-ms 20, output
+   to /dev/null); one with "pyoffcpu -p W -f --min-ms 0" (folded: every period of the
+   workload's threads, with three stacks each, summed in the kernel); alternating order. Rates are
    handoffs per CPU second of the workload (the machine is shared; BPF time of
    sched_switch is charged to the task switching out). Printed: per round and the
    median ratios traced/plain (1.0 = no overhead).
@@ -23,6 +25,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import pystack_bench
 
 WORKLOAD = r'''
 import queue, sys, threading, time
@@ -44,29 +48,14 @@ while True:
 '''
 
 
-class Workload:
+class Workload(pystack_bench.Workload):
+    """The handoff workload; reading its reports and rates as pystack's bench does."""
+
     def __init__(self, py, pairs):
         self.proc = subprocess.Popen([py, "-c", WORKLOAD, str(pairs)], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "ready"
         self.samples, self.lock = [], threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            t, n, cpu = line.split()
-            with self.lock:
-                self.samples.append((float(t), int(n), float(cpu)))
-
-    def rate(self, t0, t1):
-        with self.lock:
-            s = [x for x in self.samples if t0 <= x[0] <= t1]
-        if len(s) < 2 or s[-1][2] <= s[0][2]:
-            return 0.0
-        return (s[-1][1] - s[0][1]) / (s[-1][2] - s[0][2])
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 def start_tool(tool, pid, *extra):
@@ -89,37 +78,44 @@ def window(secs):
 
 
 MODES = {"events": ["-j"], "folded": ["-f", "--min-ms", "0"]}
+# throughput windows: (name, traces the workload itself?, options)
+TRACED = [("other-folded", False, MODES["folded"]), ("events", True, MODES["events"]),
+          ("folded", True, MODES["folded"])]
 
 
 def throughput(tool, py, rounds, secs):
     w = Workload(py, 4)
-    ratios = {m: [] for m in MODES}
+    idle = subprocess.Popen([py, "-c", "import time; time.sleep(3600)"])
+    ratios = {name: [] for name, _, _ in TRACED}
     try:
         time.sleep(1)
         for r in range(rounds):
-            order = ["plain"] + list(MODES) if r % 2 == 0 else list(MODES)[::-1] + ["plain"]
+            order = [None] + TRACED if r % 2 == 0 else TRACED[::-1] + [None]
             windows = {}
-            for mode in order:
-                if mode == "plain":
-                    windows[mode] = window(secs)
+            for how in order:
+                if how is None:
+                    windows["plain"] = window(secs)
                     continue
-                p = start_tool(tool, w.proc.pid, *MODES[mode])
+                name, itself, opts = how
+                p = start_tool(tool, w.proc.pid if itself else idle.pid, *opts)
                 time.sleep(0.5)
-                windows[mode] = window(secs)
+                windows[name] = window(secs)
                 p.terminate()
                 p.wait()
                 time.sleep(0.5)
             plain = w.rate(*windows["plain"])
             line = "   round %d plain %9.0f handoffs/cpu-s" % (r + 1, plain)
-            for mode in MODES:
-                traced = w.rate(*windows[mode])
-                ratios[mode].append(traced / plain if plain else 0.0)
-                line += "  %s %9.0f (%.3f)" % (mode, traced, ratios[mode][-1])
+            for name, _, _ in TRACED:
+                traced = w.rate(*windows[name])
+                ratios[name].append(traced / plain if plain else 0.0)
+                line += "  %s %9.0f (%.3f)" % (name, traced, ratios[name][-1])
             print(line, flush=True)
     finally:
         w.stop()
-    for mode, v in ratios.items():
-        print("   pyoffcpu %-6s / none: median %.3f (%d rounds)" % (mode, statistics.median(v), len(v)))
+        idle.kill()
+        idle.wait()
+    for name, v in ratios.items():
+        print("   pyoffcpu %-12s / none: median %.3f (%d rounds)" % (name, statistics.median(v), len(v)))
 
 
 def prog_stats(pid):

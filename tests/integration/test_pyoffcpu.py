@@ -272,3 +272,21 @@ def test_a_pid_that_does_not_exist():
     p.wait()
     r = run([tool_path("pyoffcpu"), "-p", str(p.pid), "-d", "1"], check=False)
     assert r.returncode == 2 and "no process with pid %d" % p.pid in r.stderr, r.stderr
+
+
+def test_in_a_pid_namespace(run_tool, targets):
+    """A target that is pid 1 of its own PID namespace: host and namespace ids, and its stacks."""
+    p = targets.start(["unshare", "--pid", "--fork", "--mount-proc", "/usr/bin/python3.11", SCRIPT,
+                       "sleep", "1"])
+    child = int(run(["pgrep", "-P", str(p.pid)]).stdout.split()[0])
+    try:
+        t = trace(run_tool, [type("P", (), {"pid": child})], 3.5)
+    finally:
+        os.kill(child, signal.SIGKILL)  # pid 1 of a namespace ignores SIGTERM
+    got = by_thread(t.events("off_cpu"), "sleeper").get(child, [])
+    assert len(got) >= 2, t.stdout[-2000:] + t.stderr[-2000:]
+    for e in got:
+        assert e["container_pid"] == 1 and e["tid"] != child and 1 < e["container_tid"] < 100, e
+        check = []
+        check_python_stack(e, "sleeper", marked_line("SLEEP"), check, "debian-3.11")
+        assert not check and "do_nanosleep [kernel]" in e["kernel_stack"], (check, e)
