@@ -290,3 +290,24 @@ def test_in_a_pid_namespace(run_tool, targets):
         check = []
         check_python_stack(e, "sleeper", marked_line("SLEEP"), check, "debian-3.11")
         assert not check and "do_nanosleep [kernel]" in e["kernel_stack"], (check, e)
+
+
+def test_children_and_interval_folded(run_tool, targets):
+    """--children: a shell's Python child is traced with its Python stacks; -f -i prints
+    the folded stacks of each interval (counting afresh: no interval holds the whole run)."""
+    p = targets.start(["sh", "-c", "echo ready; /usr/bin/python3.11 %s sleep 1 >/dev/null & wait" % SCRIPT])
+    deadline = time.time() + 30
+    kids = []
+    while not kids and time.time() < deadline:
+        kids = run(["pgrep", "-P", str(p.pid)], check=False).stdout.split()
+        time.sleep(0.1)
+    assert kids
+    t = run_tool("pyoffcpu", "-p", str(p.pid), "--children", "-f", "-i", "2", json_mode=False)
+    time.sleep(5)
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    sleeps = [int(l.rpartition(" ")[2]) for l in t.stdout.splitlines()
+              if l.startswith("sleeper;") and "sleeper (%s:%d)" % (SCRIPT, marked_line("SLEEP")) in l]
+    assert len(sleeps) >= 2, t.stdout
+    # each 2 s interval holds one or two 1 s sleeps, never the 5 s of the run
+    assert all(900000 <= us <= 2100000 for us in sleeps), sleeps
