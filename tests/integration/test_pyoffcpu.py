@@ -219,12 +219,13 @@ def test_a_process_that_is_not_python(run_tool, targets):
     t = trace(run_tool, [p], 4)
     assert t.returncode == 0, t.stderr
     assert t.stderr.count("pid %d is not a CPython" % p.pid) == 1, t.stderr
-    waits = [e for e in t.events("off_cpu") if e["tid"] == p.pid]
+    mine = [e for e in t.events("off_cpu") if e["tid"] == p.pid]
+    assert all(e["py_stack"] == "" and e["py_status"] == "not_python" for e in mine), mine
+    # its waits for the children (other periods: a fork, a preemption on a busy machine)
+    waits = [e for e in mine if "do_wait [kernel]" in e["kernel_stack"]]
     assert len(waits) >= 2, t.stdout[-2000:]
     for e in waits:
-        assert 990 <= e["duration_ms"] <= 1200, e
-        assert e["py_stack"] == "" and e["py_status"] == "not_python", e
-        assert "do_wait [kernel]" in e["kernel_stack"], e
+        assert 990 <= e["off_cpu_ms"] <= 1200, e
         assert e["user_stack"] and e["user_stack"][0].endswith(" [libc.so.6]"), e
 
 
