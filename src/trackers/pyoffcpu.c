@@ -213,9 +213,15 @@ static int add_target(struct pyoffcpu *o, pid_t pid)
 		log_error("pid %d not traced", pid);
 		return -1;
 	}
-	if (!pt->py && !o->no_py)
+	if (pt->py)
+		return 0;
+	if (!o->no_py)
 		log_warn("pid %d is not a CPython this tool can read: its py_stack stays empty "
 			 "(kernel and user stacks are still taken; -v says why)", pid);
+	/* watched all the same (pytargets watches CPythons only): its exit is said and ends the run */
+	pt->watched = true;
+	o->targets.watched++;
+	o->targets.alive++;
 	return 0;
 }
 
