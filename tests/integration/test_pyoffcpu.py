@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from conftest import TARGETS, assert_fields_documented, run, tool_path
-from test_pystack import parse_stack, pythons, supported, targets  # noqa: F401 (fixtures)
+from conftest import TARGETS, Tool, assert_fields_documented, run, tool_path
+from test_pystack import Targets, parse_stack, pythons, supported, targets  # noqa: F401 (fixtures)
 
 SCRIPT = os.path.join(TARGETS, "py_offcpu.py")
 
@@ -45,6 +45,27 @@ def trace(run_tool, procs, seconds, *extra):
     return t.stop()
 
 
+@pytest.fixture(scope="module")
+def sleep_and_recv(pythons):
+    """One pyoffcpu run (one compile) over the sleep and the recv target on every
+    supported interpreter: (tool, {name: sleep process}, {name: recv process})."""
+    procs = Targets()
+    tool = None
+    try:
+        sleeps = start_all(procs, pythons, "sleep", "2")
+        recvs = start_all(procs, pythons, "recv", "1.5")
+        pids = [a for p in list(sleeps.values()) + list(recvs.values()) for a in ("-p", str(p.pid))]
+        tool = Tool("pyoffcpu", pids).wait_ready()
+        time.sleep(7)
+        tool.stop()
+        yield tool, sleeps, recvs
+    finally:
+        if tool and tool.proc.poll() is None:
+            tool.proc.kill()
+            tool.proc.wait()
+        procs.stop_all()
+
+
 def schedstat(pid, tid):
     """(on-CPU ns, run_delay ns, timeslices) of a thread, as the scheduler counts them."""
     with open("/proc/%d/task/%d/schedstat" % (pid, tid)) as f:
@@ -66,12 +87,11 @@ def user_frame_ok(frame, func):
     return frame.endswith(" [libc.so.6]") and (func in frame or frame.startswith("[unknown]"))
 
 
-def test_sleep_2s_on_every_interpreter(run_tool, pythons, targets):
+def test_sleep_2s_on_every_interpreter(sleep_and_recv):
     """time.sleep(2) in a thread named sleeper: 2000 ms +-2%, state S, the sleeping line,
     the sleep's path in the kernel and libc's sleeping function on the user stack:
     3.11+ sleep in clock_nanosleep, 3.8-3.10 in select."""
-    procs = start_all(targets, pythons, "sleep", "2")
-    t = trace(run_tool, procs.values(), 7)
+    t, procs, _ = sleep_and_recv
     assert t.returncode == 0, t.stderr
     events = t.events("off_cpu")
     sleeps = by_thread(events, "sleeper")
@@ -103,11 +123,10 @@ def test_sleep_2s_on_every_interpreter(run_tool, pythons, targets):
     assert summary["lost"] == 0 and summary["dropped"] == 0 and summary["long"] == len(events), summary
 
 
-def test_recv_waits_for_a_late_peer(run_tool, pythons, targets):
+def test_recv_waits_for_a_late_peer(sleep_and_recv):
     """recv on a TCP peer that answers 1.5 s later: ~1500 ms, with the recv path in the
     kernel (tcp_recvmsg), user (libc's recv) and Python (the RECV line) stacks."""
-    procs = start_all(targets, pythons, "recv", "1.5")
-    t = trace(run_tool, procs.values(), 6)
+    t, _, procs = sleep_and_recv
     assert t.returncode == 0, t.stderr
     recvs = by_thread(t.events("off_cpu"), "receiver")
     line = marked_line("RECV")
@@ -153,12 +172,16 @@ def contended(run_tool, targets, *extra, json_mode=True):
     os.kill(p.pid, signal.SIGSTOP)
     stopped(p.pid)
     t = run_tool("pyoffcpu", "-p", str(p.pid), "--min-ms", "0", *extra, json_mode=json_mode)
-    s0, t0 = schedstat(p.pid, tid), time.monotonic_ns()
+    # schedstat does not move while the target is stopped; the wall clock does, so it is
+    # read right at the signals (a wait for stopped() can take long on a busy machine)
+    s0 = schedstat(p.pid, tid)
     os.kill(p.pid, signal.SIGCONT)
+    t0 = time.monotonic_ns()
     time.sleep(4)
+    t1 = time.monotonic_ns()
     os.kill(p.pid, signal.SIGSTOP)
     stopped(p.pid)
-    t1, s1 = time.monotonic_ns(), schedstat(p.pid, tid)
+    s1 = schedstat(p.pid, tid)
     t.stop()
     assert t.returncode == 0, t.stderr
     return t, p.pid, tid, t1 - t0, [b - a for a, b in zip(s0, s1)]
