@@ -50,7 +50,7 @@ BPF_ARRAY(stopped, u32, 1);
 /* A zeroed entry to create offcpu entries from (never written). */
 BPF_ARRAY(blank, struct pyoffcpu_event, 1);
 #ifdef FOLDED
-BPF_HASH(folded, struct pyoffcpu_fold_key, u64, 16384);
+BPF_HASH(folded, struct pyoffcpu_fold_key, u64, PYOFFCPU_FOLDED_MAX);
 BPF_HASH(py_stacks, u64, struct pyoffcpu_pystack, 4096);
 #endif
 

@@ -61,7 +61,8 @@ struct pyoffcpu_thread {
 	__u64 lost;    /* records of it lost: the buffer was full */
 };
 
-/* -f: the in-kernel table's key; the value is total nanoseconds off the CPU. */
+/* -f: entries of the in-kernel table, its key; the value is total nanoseconds off the CPU. */
+#define PYOFFCPU_FOLDED_MAX 16384
 struct pyoffcpu_fold_key {
 	__u32 pid, tid;
 	__s32 kstack, ustack;

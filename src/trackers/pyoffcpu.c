@@ -525,26 +525,29 @@ static void report_folded(struct pyoffcpu *o)
 	int fd = bpfprog_table_fd(o->base.prog, "folded");
 	int py_fd = bpfprog_table_fd(o->base.prog, "py_stacks");
 	struct pyoffcpu_pystack *py = malloc(sizeof(*py));
-	struct pyoffcpu_fold_key key, next;
+	struct pyoffcpu_fold_key *keys = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*keys));
+	__u64 *totals = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*totals));
 	FILE *f = sink_text(o->base.sink);
-	bool first = true;
-	__u64 ns;
+	size_t n = 0, taken = 0;
 
-	if (fd < 0 || !py || !f) {
-		free(py);
-		return;
+	if (fd >= 0 && py && keys && totals && f) {
+		/*
+		 * The keys first (deleting while walking would restart bpf_get_next_key),
+		 * then each one read and deleted at once, and only then the slow part, the
+		 * names: what the programs add meanwhile goes to the next report.
+		 */
+		while (n < PYOFFCPU_FOLDED_MAX && !bpf_get_next_key(fd, n ? &keys[n - 1] : NULL, &keys[n]))
+			n++;
+		for (size_t i = 0; i < n; i++)
+			if (!bpf_lookup_elem(fd, &keys[i], &totals[taken]) && !bpf_delete_elem(fd, &keys[i]))
+				keys[taken] = keys[i], taken++;
+		for (size_t i = 0; i < taken; i++)
+			if (totals[i] >= 1000)
+				print_folded_key(o, f, &keys[i], totals[i], py_fd, py);
+		fflush(f);
 	}
-	while (!bpf_get_next_key(fd, first ? NULL : &key, &next)) {
-		first = false;
-		key = next;
-		if (!bpf_lookup_elem(fd, &key, &ns) && ns >= 1000)
-			print_folded_key(o, f, &key, ns, py_fd, py);
-	}
-	/* deleted after the walk: deleting during it would restart bpf_get_next_key */
-	while (!bpf_get_next_key(fd, NULL, &next))
-		if (bpf_delete_elem(fd, &next))
-			break;
-	fflush(f);
+	free(totals);
+	free(keys);
 	free(py);
 }
 
