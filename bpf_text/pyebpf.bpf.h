@@ -20,7 +20,8 @@ BPF_PERF_OUTPUT(events);
 #endif
 BPF_PERCPU_ARRAY(events_lost, u64, 1);
 
-static __always_inline void emit_event(void *ctx, void *ev, u32 size)
+/* True when the record went out (else it is counted in events_lost). */
+static __always_inline bool emit_event(void *ctx, void *ev, u32 size)
 {
 	/* count here: the perf buffer reports its loss only when a later record fits */
 #ifdef PYEBPF_RINGBUF_PAGES
@@ -33,7 +34,9 @@ static __always_inline void emit_event(void *ctx, void *ev, u32 size)
 		u64 *n = events_lost.lookup(&zero);
 		if (n)
 			*n += 1;
+		return false;
 	}
+	return true;
 }
 
 /* -p: the processes userspace put in pid_filter (-DFILTER_PIDS when there are any). */

@@ -1,0 +1,671 @@
+/*
+ * The pyoffcpu tracker: why threads of the target processes are not running. From
+ * sched:sched_switch, sched:sched_wakeup and sched:sched_wakeup_new only (no kprobe):
+ * per off-CPU period of at least --min-ms, one record with its time off the CPU, its
+ * run-queue wait, its state and the kernel, user and Python stacks taken when the
+ * thread left the CPU (bpf_text/pyoffcpu.bpf.c); or (-f) the same periods summed in
+ * the kernel per (thread, kernel, user, Python stack) and printed as folded stacks.
+ * At the end a row per thread with every period counted (whatever --min-ms).
+ */
+#include <bcc/libbpf.h>
+#include <errno.h>
+#include <linux/types.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "jsonfmt.h"
+#include "kbtf.h"
+#include "log.h"
+#include "procinfo.h"
+#include "pyebpf_bpf.h"
+#include "pyframes.h"
+#include "pyoffcpu.h"
+#include "pytargets.h"
+#include "record.h"
+#include "symbols.h"
+#include "tpformat.h"
+#include "tracker.h"
+
+extern const char pyoffcpu_bpf_text[];
+
+enum { MAX_TARGETS = 256, RING_PAGES = 256, FRAME_NAME_MAX = 512 };
+#define BURST_NS 250000000ull
+#define READ_GAP_NS 20000000ull
+
+enum {
+	OPT_FOLDED = 'f',
+	OPT_INTERVAL = 'i',
+	OPT_CHILDREN = OPT_TOOL_BASE,
+	OPT_MIN_MS,
+	OPT_PY_MIN_MS,
+	OPT_MAX_STACK_DEPTH,
+	OPT_STATE,
+	OPT_NO_PY,
+};
+
+static const struct opt options[] = {
+	OPT_ENTRY_PID,
+	{ OPT_CHILDREN, 0, "children", NULL, "also trace the child processes of the -p pids (and new ones)" },
+	{ OPT_MIN_MS, 0, "min-ms", "MS", "only periods off the CPU for at least MS (default 20; 0: all)" },
+	{ OPT_PY_MIN_MS, 0, "py-min-ms", "MS", "Python stacks only in periods of at least MS (default 0)" },
+	{ OPT_MAX_STACK_DEPTH, 0, "max-stack-depth", "N", "frames kept per stack, innermost first (default 20, max 127)" },
+	{ OPT_STATE, 0, "state", "S|D|any", "only periods that began in this state (default any)" },
+	{ OPT_NO_PY, 0, "no-py", NULL, "do not walk Python stacks (kernel and user stacks only)" },
+	{ OPT_FOLDED, 'f', "folded", NULL, "print folded stacks with total microseconds (FlameGraph input)" },
+	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "with -f: print the folded stacks every SECONDS" },
+	OPT_ENTRIES_TRACKER_TAIL,
+};
+
+static const struct field event_fields[] = {
+	FIELD_METRIC,
+	{ "time", FIELD_TIME, NULL, "when the thread left the CPU", 0, NULL, 0, NULL },
+	FIELD_PID(1),
+	FIELD_TID(2),
+	FIELD_CONTAINER_PID,
+	FIELD_CONTAINER_TID,
+	FIELD_COMM(0),
+	FIELD_THREAD_NAME(3),
+	{ "duration_ms", FIELD_REAL, "ms", "off the CPU: from leaving it until running again", 4, "DUR_MS", 9, "%9.3f" },
+	{ "off_cpu_ms", FIELD_REAL, "ms", "from leaving the CPU until woken (all of it when no wakeup was seen)", 0, NULL, 0, NULL },
+	{ "runq_ms", FIELD_REAL, "ms", "from the wakeup (or the preemption) until running; null when no wakeup was seen", 5, "RUNQ_MS", 8, "%8.3f" },
+	{ "prev_state", FIELD_STR, NULL, "the state it left the CPU in: S, D, R (preempted), ...", 6, "ST", -3, NULL },
+	{ "cpu", FIELD_INT, NULL, "the CPU it left", 0, NULL, 0, NULL },
+	{ "waker_tid", FIELD_INT, NULL, "the thread running when it was woken (in an interrupt: the one interrupted); null for the idle task or no wakeup", 0, NULL, 0, NULL },
+	{ "waker_comm", FIELD_STR, NULL, "that thread's comm; null when unknown", 0, NULL, 0, NULL },
+	{ "kernel_stack", FIELD_ARRAY, NULL, "kernel frames, innermost first, \"func [kernel]\"", 0, NULL, 0, NULL },
+	{ "user_stack", FIELD_ARRAY, NULL, "native user frames, innermost first, \"func [module]\"", 0, NULL, 0, NULL },
+	{ "py_stack", FIELD_STR, NULL, "Python frames, root first, ';' between them, each \"func (file:line)\"", 7, "PY_STACK", 0, NULL },
+	{ "py_stack_depth", FIELD_INT, NULL, "frames in py_stack", 0, NULL, 0, NULL },
+	{ "py_status", FIELD_STR, NULL, "complete, truncated, not_python, off (--no-py), short (--py-min-ms), no_python_thread, or error: why", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field thread_fields[] = {
+	FIELD_METRIC,
+	FIELD_PID(1),
+	FIELD_TID(2),
+	FIELD_THREAD_NAME(3),
+	{ "off_cpu_ms", FIELD_REAL, "ms", "total time off the CPU, every period", 4, "OFF_MS", 11, "%11.3f" },
+	{ "runq_ms", FIELD_REAL, "ms", "of that, time runnable waiting for a CPU (schedstat's run_delay)", 5, "RUNQ_MS", 10, "%10.3f" },
+	{ "periods", FIELD_INT, NULL, "times it came back on a CPU (schedstat's third field)", 6, "PERIODS", 8, NULL },
+	{ "count", FIELD_INT, NULL, "of these, periods of at least --min-ms in the --state", 7, "COUNT", 7, NULL },
+	{ "lost", FIELD_INT, NULL, "records of it lost because the output buffer was full", 8, "LOST", 6, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct field summary_fields[] = {
+	FIELD_METRIC,
+	PYOFFCPU_COUNTERS(PYEBPF_COUNTER_FIELD)
+	{ "unresolved_frames", FIELD_INT, NULL, "Python frames whose code object could not be read in user space", 0, NULL, 0, NULL },
+	FIELD_LOST,
+	FIELD_MISSED,
+	{ "dropped", FIELD_INT, NULL, "records read but not decoded: they came faster than they could be (a storm)", 0, NULL, 0, NULL },
+	{ "processes", FIELD_INT, NULL, "target processes seen (with --children, children too)", 0, NULL, 0, NULL },
+	{ "threads", FIELD_INT, NULL, "target threads seen coming back on a CPU", 0, NULL, 0, NULL },
+	{ "tool_cpu_ms", FIELD_REAL, "ms", "CPU time of the tool itself while tracing (user + system, BPF programs not included)", 0, NULL, 0, NULL },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+static const struct counter_name counters[] = { PYOFFCPU_COUNTERS(PYEBPF_COUNTER_NAME) { 0, NULL, NULL } };
+
+static const struct schema event_schema = { "off_cpu", SCHEMA_EVENT, event_fields };
+static const struct schema thread_schema = { "off_cpu_thread", SCHEMA_ROW, thread_fields };
+static const struct schema summary_schema = { "pyoffcpu_summary", SCHEMA_SUMMARY, summary_fields };
+static const struct schema *const schemas[] = { &event_schema, &thread_schema, &summary_schema, NULL };
+
+struct pyoffcpu {
+	struct tracker base;
+	unsigned long min_ms, py_min_ms, max_depth, interval_s;
+	unsigned state_mask; /* prev_state bits wanted, 0: any */
+	bool children, folded, no_py;
+	struct pytargets targets;
+	unsigned long long synced; /* targets.added when target_pids was last written */
+	struct symbols *syms;
+	struct pyframes_buf text;
+	unsigned long long unresolved_frames;
+	uint64_t burst_ns, last_event_ns; /* when the current read of the ring began; its last record */
+	unsigned long long dropped;       /* records read but not decoded */
+	uint64_t last_report_ns, cpu_start_us;
+	struct pycode_loc locs[PYOFFCPU_DEPTH_LIMIT];
+};
+
+static void init(struct tracker *t)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+
+	o->min_ms = 20;
+	o->max_depth = 20;
+	pytargets_init(&o->targets, MAX_TARGETS);
+	o->targets.announce = true;
+}
+
+static int option(struct tracker *t, int id, const char *arg)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+
+	switch (id) {
+	case OPT_CHILDREN:
+		o->children = true;
+		return 0;
+	case OPT_MIN_MS:
+		return opts_parse_ulong("min-ms", arg, 0, 86400000, &o->min_ms);
+	case OPT_PY_MIN_MS:
+		return opts_parse_ulong("py-min-ms", arg, 0, 86400000, &o->py_min_ms);
+	case OPT_MAX_STACK_DEPTH:
+		return opts_parse_ulong("max-stack-depth", arg, 1, PYOFFCPU_DEPTH_LIMIT, &o->max_depth);
+	case OPT_STATE:
+		if (!strcmp(arg, "S"))
+			o->state_mask = PYOFFCPU_STATE_S;
+		else if (!strcmp(arg, "D"))
+			o->state_mask = PYOFFCPU_STATE_D;
+		else if (!strcmp(arg, "any"))
+			o->state_mask = 0;
+		else
+			return opts_usage_error("--state: S, D or any, not \"%s\"", arg);
+		return 0;
+	case OPT_NO_PY:
+		o->no_py = true;
+		return 0;
+	case OPT_FOLDED:
+		o->folded = true;
+		return 0;
+	case OPT_INTERVAL:
+		return opts_parse_ulong("interval", arg, 1, 86400, &o->interval_s);
+	}
+	return -1;
+}
+
+static int check(struct tracker *t)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+	const struct common_opts *c = t->common;
+
+	if (!c->print_ebpf && !c->print_fields && c->npids == 0)
+		return opts_usage_error("give the processes to trace with -p PID");
+	if (o->folded && c->json)
+		return opts_usage_error("-f and -j exclude each other");
+	if (o->interval_s && !o->folded)
+		return opts_usage_error("-i needs -f/--folded");
+	return 0;
+}
+
+/*
+ * A -p pid: a CPython gets its Python stacks; another process is traced all the same
+ * (kernel and user stacks), which is said once.
+ */
+static int add_target(struct pyoffcpu *o, pid_t pid)
+{
+	struct pytarget *pt;
+
+	if (!procinfo_exists(pid)) {
+		log_error("no process with pid %d", pid);
+		return -1;
+	}
+	pt = pytargets_add(&o->targets, pid, true);
+	if (!pt) {
+		log_error("pid %d not traced", pid);
+		return -1;
+	}
+	if (pt->py)
+		return 0;
+	if (!o->no_py)
+		log_warn("pid %d is not a CPython this tool can read: its py_stack stays empty "
+			 "(kernel and user stacks are still taken; -v says why)", pid);
+	/* watched all the same (pytargets watches CPythons only): its exit is said and ends the run */
+	pt->watched = true;
+	o->targets.watched++;
+	o->targets.alive++;
+	return 0;
+}
+
+static int prepare(struct tracker *t)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+	struct common_opts nofilter = *t->common;
+	struct cflags *cf = &t->cflags;
+	struct kbtf *b;
+	int r;
+
+	/* the records' layout follows these fields: a kernel without them is named, not misread */
+	if (!t->common->print_ebpf && (!tpformat_has_field("sched", "sched_switch", "prev_state") ||
+				       !tpformat_has_field("sched", "sched_switch", "next_pid") ||
+				       !tpformat_has_field("sched", "sched_wakeup", "pid"))) {
+		log_error("sched:sched_switch or sched:sched_wakeup lacks prev_state, next_pid or pid "
+			  "on this kernel (see its tracefs format files)");
+		return -1;
+	}
+	b = kbtf_open();
+	if (!b)
+		return -1;
+	nofilter.npids = 0; /* targets are the keys of target_pids, not pid_filter */
+	r = pyebpf_bpf_cflags(b, cf, &nofilter) ||
+	    kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
+	kbtf_close(b);
+	if (r)
+		return -1;
+	cflags_add(cf, "-DMIN_NS=%lluULL", (unsigned long long)o->min_ms * 1000000ull);
+	cflags_add(cf, "-DSTATE_MASK=%u", o->state_mask);
+	cflags_add(cf, "-DMAX_STACK_DEPTH=%lu", o->max_depth);
+	cflags_add(cf, "-DPY_MAX_DEPTH=%lu", o->max_depth);
+	if (!o->no_py)
+		cflags_add(cf, "-DWALK_PYTHON");
+	if (o->folded)
+		cflags_add(cf, "-DFOLDED");
+	else
+		cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
+	t->text = pyoffcpu_bpf_text;
+	for (int i = 0; !t->common->print_ebpf && i < t->common->npids; i++)
+		if (add_target(o, t->common->pids[i]))
+			return -1;
+	return 0;
+}
+
+/* Every target process into target_pids, when targets were added since the last time. */
+static void sync_targets(struct pyoffcpu *o)
+{
+	int fd = bpfprog_table_fd(o->base.prog, "target_pids");
+	unsigned char one = 1;
+
+	if (fd < 0 || o->synced == o->targets.added)
+		return;
+	o->synced = o->targets.added;
+	for (int i = 0; i < o->targets.n; i++) {
+		__u32 pid = (__u32)o->targets.v[i].pid;
+		if (!o->targets.v[i].exited && bpf_update_elem(fd, &pid, &one, BPF_ANY))
+			log_warn("cannot trace pid %d: %s", (int)pid, strerror(errno));
+	}
+}
+
+/* symbols_resolve()'s "func+0xoff (module)" as "func [module]": offsets would split a flame graph. */
+static void frame_name(struct pyoffcpu *o, pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	char raw[FRAME_NAME_MAX];
+	char *mod, *plus;
+	size_t n;
+
+	if (addr >= SYMBOLS_KERNEL_START) {
+		symbols_resolve(o->syms, SYMBOLS_KERNEL_PID, addr, raw, sizeof(raw));
+		snprintf(buf, len, "%s [kernel]", raw);
+		return;
+	}
+	symbols_resolve(o->syms, pid, addr, raw, sizeof(raw));
+	n = strlen(raw);
+	mod = n > 2 && raw[n - 1] == ')' ? strrchr(raw, '(') : NULL;
+	if (!mod || mod == raw || mod[-1] != ' ') {
+		snprintf(buf, len, "%s", raw);
+		return;
+	}
+	mod[-1] = '\0';
+	raw[n - 1] = '\0';
+	plus = strstr(raw, "+0x");
+	if (plus)
+		*plus = '\0';
+	snprintf(buf, len, "%s [%s]", raw, mod + 1);
+}
+
+/* The frames of stack id (innermost first) into ips; how many (0 when it is gone or id < 0). */
+static int read_stack(struct pyoffcpu *o, int id, __u64 *ips)
+{
+	int fd = bpfprog_table_fd(o->base.prog, "stacks");
+	int n = 0;
+
+	if (id < 0 || fd < 0)
+		return 0;
+	memset(ips, 0, PYOFFCPU_DEPTH_LIMIT * sizeof(*ips));
+	if (bpf_lookup_elem(fd, &id, ips))
+		return 0;
+	while (n < (int)o->max_depth && ips[n])
+		n++;
+	return n;
+}
+
+static json_t *stack_array(struct pyoffcpu *o, pid_t pid, int id)
+{
+	__u64 ips[PYOFFCPU_DEPTH_LIMIT];
+	char name[FRAME_NAME_MAX];
+	int n = read_stack(o, id, ips);
+	json_t *a = json_array();
+
+	for (int i = 0; i < n; i++) {
+		frame_name(o, pid, ips[i], name, sizeof(name));
+		json_array_append_new(a, json_string(name));
+	}
+	return a;
+}
+
+/* sched_switch's prev_state as its print fmt writes it (the letters of the set bits, or R). */
+static void state_name(__s64 state, char *buf, size_t len)
+{
+	static const char letters[] = "SDTtXZPI";
+	size_t n = 0;
+
+	for (int i = 0; letters[i] && n + 2 < len; i++)
+		if (state & (1 << i)) {
+			if (n)
+				buf[n++] = '|';
+			buf[n++] = letters[i];
+		}
+	if (!n && len > 1)
+		buf[n++] = 'R';
+	buf[n < len ? n : len - 1] = '\0';
+}
+
+static double ms(__u64 ns)
+{
+	return (double)ns / 1e6;
+}
+
+/* What python_stack() returns for a stack it resolved (any other status: nothing to show). */
+static const char py_walked[] = "walked";
+
+/* The Python stack of a period resolved into o->locs (py_walked), or why there is none. */
+static const char *python_stack(struct pyoffcpu *o, struct pytarget *pt, const struct pyoffcpu_pystack *py,
+				int depth, bool shown, int *out_depth)
+{
+	*out_depth = 0;
+	if (o->no_py)
+		return "off";
+	if (!pt || !pt->py)
+		return "not_python";
+	if (!shown)
+		return "short";
+	if (py->status != PYWALK_COMPLETE && py->status != PYWALK_TRUNCATED && !depth)
+		return pywalk_status_name(py->status);
+	if (depth)
+		o->unresolved_frames += pyframes_resolve(pt->py, py->frames, depth, o->locs);
+	*out_depth = depth;
+	return py_walked;
+}
+
+static void on_event(void *ctx, void *data, int size)
+{
+	struct pyoffcpu *o = ctx;
+	const struct pyoffcpu_event *e = data;
+	const size_t head = offsetof(struct pyoffcpu_event, py.frames);
+	char thread[PYTHREAD_NAME_MAX], state[32];
+	struct pytarget *pt;
+	const char *status;
+	json_t *r;
+	int depth;
+	__u64 dur = e->run_ns - e->task.ts_ns;
+	uint64_t now;
+
+	if (size < (int)head)
+		return;
+	/*
+	 * A storm of records can come faster than they are decoded, and the ring is read
+	 * until it is empty: past BURST_NS of one read the rest are counted, not decoded,
+	 * so the read ends (and the run can end). Within a read records follow each other
+	 * within microseconds; a gap of READ_GAP_NS means a new read.
+	 */
+	now = time_mono_ns();
+	if (now - o->last_event_ns > READ_GAP_NS)
+		o->burst_ns = now;
+	o->last_event_ns = now;
+	if (now - o->burst_ns > BURST_NS) {
+		o->dropped++;
+		return;
+	}
+	depth = e->py.depth ? pyframes_depth(e->py.depth, size, head) : 0;
+	pt = pytargets_thread_name(&o->targets, (pid_t)e->task.pid, (pid_t)e->task.tid, e->task.comm,
+				   sizeof(e->task.comm), thread, sizeof(thread));
+	status = python_stack(o, pt, &e->py, depth, dur >= o->py_min_ms * 1000000ull, &depth);
+	r = json_object();
+	json_set_str(r, "metric", event_schema.metric);
+	record_set_time(r, e->task.ts_ns);
+	record_set_task(r, &e->task);
+	json_set_str(r, "thread_name", thread);
+	json_set_real(r, "duration_ms", ms(dur));
+	json_set_real(r, "off_cpu_ms", ms((e->wake_ns ? e->wake_ns : e->run_ns) - e->task.ts_ns));
+	if (e->wake_ns)
+		json_set_real(r, "runq_ms", ms(e->run_ns - e->wake_ns));
+	else
+		json_object_set_new(r, "runq_ms", json_null());
+	state_name(e->prev_state, state, sizeof(state));
+	json_set_str(r, "prev_state", state);
+	json_set_int(r, "cpu", e->cpu);
+	record_set_int_or_null(r, "waker_tid", e->waker_tid, e->waker_tid != 0);
+	if (e->waker_tid)
+		json_set_strn(r, "waker_comm", e->waker_comm, strnlen(e->waker_comm, sizeof(e->waker_comm)));
+	else
+		json_object_set_new(r, "waker_comm", json_null());
+	json_object_set_new(r, "kernel_stack", stack_array(o, (pid_t)e->task.pid, e->kstack));
+	json_object_set_new(r, "user_stack", stack_array(o, (pid_t)e->task.pid, e->ustack));
+	json_set_str(r, "py_stack", status == py_walked ? pyframes_folded(&o->text, NULL, o->locs, depth, e->py.status) : "");
+	json_set_int(r, "py_stack_depth", depth);
+	json_set_str(r, "py_status", status == py_walked ? pywalk_status_name(e->py.status) : status);
+	sink_record(o->base.sink, &event_schema, r);
+}
+
+static uint64_t cpu_used_us(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+static int start(struct tracker *t)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+	struct bpfprog *p = t->prog;
+
+	o->syms = symbols_open(0);
+	if (!o->syms || (!o->no_py && pytargets_set_walker(&o->targets, p)))
+		return -1;
+	o->targets.children = o->children;
+	if (o->children)
+		pytargets_add_children(&o->targets);
+	sync_targets(o);
+	snprintf(t->banner, sizeof(t->banner), "Tracing off-CPU periods of %d process%s%s.",
+		 o->targets.n, o->targets.n == 1 ? "" : "es", o->folded ? " (folded)" : "");
+	o->last_report_ns = time_mono_ns();
+	o->targets.next_children_ns = o->targets.next_exits_ns = o->last_report_ns + 1000000000ull;
+	if (!o->folded && bpfprog_open_ring_buffer(p, "events", on_event, o))
+		return -1;
+	if (bpfprog_attach_tracepoint(p, "sched", "sched_switch") ||
+	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup") ||
+	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup_new"))
+		return -1;
+	o->cpu_start_us = cpu_used_us();
+	return 0;
+}
+
+/* -f: one line "thread;python...;user...;kernel... MICROSECONDS" per key, root first. */
+static void print_folded_key(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_key *k, __u64 ns,
+			     int py_fd, struct pyoffcpu_pystack *py)
+{
+	char thread[PYTHREAD_NAME_MAX], name[FRAME_NAME_MAX];
+	__u64 ips[PYOFFCPU_DEPTH_LIMIT];
+	__u64 py_hash = k->py_hash;
+	struct pytarget *pt;
+	int n;
+
+	pt = pytargets_thread_name(&o->targets, (pid_t)k->pid, (pid_t)k->tid, k->comm, sizeof(k->comm),
+				   thread, sizeof(thread));
+	for (char *c = thread; *c; c++)
+		if (*c == ';' || *c == ' ')
+			*c = '_';
+	fputs(thread, f);
+	if (k->py_hash && pt && pt->py && py_fd >= 0 && !bpf_lookup_elem(py_fd, &py_hash, py)) {
+		int depth = pyframes_depth(py->depth, sizeof(*py), offsetof(struct pyoffcpu_pystack, frames));
+		o->unresolved_frames += pyframes_resolve(pt->py, py->frames, depth, o->locs);
+		if (depth)
+			fprintf(f, ";%s", pyframes_folded(&o->text, NULL, o->locs, depth, py->status));
+	}
+	/* native frames come innermost first: printed from the outermost */
+	n = read_stack(o, k->ustack, ips);
+	for (int i = n - 1; i >= 0; i--) {
+		frame_name(o, (pid_t)k->pid, ips[i], name, sizeof(name));
+		for (char *c = name; *c; c++)
+			if (*c == ';')
+				*c = ',';
+		fprintf(f, ";%s", name);
+	}
+	n = read_stack(o, k->kstack, ips);
+	for (int i = n - 1; i >= 0; i--) {
+		frame_name(o, (pid_t)k->pid, ips[i], name, sizeof(name));
+		fprintf(f, ";%s", name);
+	}
+	fprintf(f, " %llu\n", (unsigned long long)(ns / 1000));
+}
+
+/* -f: the folded table so far, then emptied (counting starts afresh). */
+static void report_folded(struct pyoffcpu *o)
+{
+	int fd = bpfprog_table_fd(o->base.prog, "folded");
+	int py_fd = bpfprog_table_fd(o->base.prog, "py_stacks");
+	struct pyoffcpu_pystack *py = malloc(sizeof(*py));
+	struct pyoffcpu_fold_key *keys = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*keys));
+	__u64 *totals = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*totals));
+	FILE *f = sink_text(o->base.sink);
+	size_t n = 0, taken = 0;
+
+	if (fd >= 0 && py && keys && totals && f) {
+		/*
+		 * The keys first (deleting while walking would restart bpf_get_next_key),
+		 * then each one read and deleted at once, and only then the slow part, the
+		 * names: what the programs add meanwhile goes to the next report.
+		 */
+		while (n < PYOFFCPU_FOLDED_MAX && !bpf_get_next_key(fd, n ? &keys[n - 1] : NULL, &keys[n]))
+			n++;
+		for (size_t i = 0; i < n; i++)
+			if (!bpf_lookup_elem(fd, &keys[i], &totals[taken]) && !bpf_delete_elem(fd, &keys[i]))
+				keys[taken] = keys[i], taken++;
+		for (size_t i = 0; i < taken; i++)
+			if (totals[i] >= 1000)
+				print_folded_key(o, f, &keys[i], totals[i], py_fd, py);
+		fflush(f);
+	}
+	free(totals);
+	free(keys);
+	free(py);
+}
+
+static int tick(struct tracker *t, uint64_t now_ns)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+
+	t->done = pytargets_refresh(&o->targets, now_ns);
+	sync_targets(o);
+	if (!t->done && o->folded && o->interval_s &&
+	    now_ns - o->last_report_ns >= o->interval_s * 1000000000ull) {
+		o->last_report_ns = now_ns;
+		report_folded(o);
+	}
+	return 0;
+}
+
+/* One row per thread that left a CPU (when print), in the order of the map; how many threads. */
+static unsigned long long print_threads(struct pyoffcpu *o, bool print)
+{
+	int fd = bpfprog_table_fd(o->base.prog, "threads");
+	struct pyoffcpu_thread th;
+	char thread[PYTHREAD_NAME_MAX], comm[16];
+	unsigned long long n = 0;
+	__u32 key, next;
+	bool first = true;
+
+	if (fd < 0)
+		return 0;
+	while (!bpf_get_next_key(fd, first ? NULL : &key, &next)) {
+		json_t *r;
+		first = false;
+		key = next;
+		if (bpf_lookup_elem(fd, &key, &th))
+			continue;
+		if (n++, !print)
+			continue;
+		if (n == 1)
+			sink_table_begin(o->base.sink, &thread_schema, NULL);
+		if (procinfo_comm((pid_t)th.pid, (pid_t)key, comm, sizeof(comm)))
+			comm[0] = '\0';
+		pytargets_thread_name(&o->targets, (pid_t)th.pid, (pid_t)key, comm, sizeof(comm), thread,
+				      sizeof(thread));
+		r = json_object();
+		json_set_str(r, "metric", thread_schema.metric);
+		json_set_int(r, "pid", th.pid);
+		json_set_int(r, "tid", key);
+		json_set_str(r, "thread_name", thread);
+		json_set_real(r, "off_cpu_ms", ms(th.off_ns));
+		json_set_real(r, "runq_ms", ms(th.runq_ns));
+		json_set_int(r, "periods", (json_int_t)th.periods);
+		json_set_int(r, "count", (json_int_t)th.long_periods);
+		json_set_int(r, "lost", (json_int_t)th.lost);
+		sink_table_row(o->base.sink, &thread_schema, r);
+	}
+	return n;
+}
+
+/*
+ * The programs stay attached until the end: stopped makes them do nothing, then the
+ * records still in the ring are read, so that records, losses and totals agree.
+ */
+static void stop_tracing(struct pyoffcpu *o)
+{
+	int fd = bpfprog_table_fd(o->base.prog, "stopped");
+	__u32 zero = 0, one = 1;
+
+	if (fd < 0 || bpf_update_elem(fd, &zero, &one, BPF_ANY))
+		return;
+	usleep(10000); /* programs running on other CPUs finish (they run for microseconds) */
+	bpfprog_deliver(o->base.prog);
+}
+
+static void finish(struct tracker *t)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+	json_t *sum = json_object();
+	unsigned long long nthreads;
+	uint64_t cpu = cpu_used_us() - o->cpu_start_us;
+
+	stop_tracing(o);
+	/* -f: stdout is flame-graph input only; the rows would be lines it cannot read */
+	if (o->folded)
+		report_folded(o);
+	nthreads = print_threads(o, !o->folded);
+	json_set_str(sum, "metric", summary_schema.metric);
+	pyebpf_bpf_set_counters(sum, t->prog, counters);
+	json_set_int(sum, "unresolved_frames", (json_int_t)o->unresolved_frames);
+	pyebpf_bpf_set_losses(sum, t->prog);
+	json_set_int(sum, "dropped", (json_int_t)o->dropped);
+	json_set_int(sum, "processes", (json_int_t)o->targets.added);
+	json_set_int(sum, "threads", (json_int_t)nthreads);
+	json_set_real(sum, "tool_cpu_ms", (double)cpu / 1000.0);
+	sink_summary(t->sink, &summary_schema, sum);
+}
+
+static void destroy(struct tracker *t)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+
+	pytargets_free(&o->targets);
+	pyframes_buf_free(&o->text);
+	if (o->syms)
+		symbols_close(o->syms);
+}
+
+const struct tracker_ops pyoffcpu_tracker = {
+	.name = "pyoffcpu",
+	.size = sizeof(struct pyoffcpu),
+	.bpf = &bpfprog_runtime,
+	.options = options,
+	.schemas = schemas,
+	.init = init,
+	.option = option,
+	.check = check,
+	.prepare = prepare,
+	.start = start,
+	.tick = tick,
+	.finish = finish,
+	.destroy = destroy,
+};

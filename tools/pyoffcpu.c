@@ -1,0 +1,22 @@
+/*
+ * pyoffcpu: why threads of CPython processes are not running: each off-CPU period
+ * with its run-queue wait and the kernel, native and Python stacks it began in, from
+ * scheduler tracepoints only. The tracker is src/trackers/pyoffcpu.c.
+ */
+#include "tool.h"
+
+extern const struct tracker_ops pyoffcpu_tracker;
+
+static const struct tool_doc doc = {
+	.name = "pyoffcpu",
+	.summary = "Why CPython threads are off the CPU: kernel, native and Python stacks per sleep.",
+	.examples = "  pyoffcpu -p 4242               # periods off the CPU of 20 ms or more\n"
+		    "  pyoffcpu -p 4242 -j --state D  # uninterruptible waits (disk I/O), as JSON\n"
+		    "  pyoffcpu -p 4242 -f -d 10 --min-ms 0  # 10 s of folded off-CPU stacks (us)\n"
+		    "  pyoffcpu -p 4242 --children --no-py  # gunicorn and its workers, native stacks\n",
+};
+
+int main(int argc, char **argv)
+{
+	return tool_main(&doc, &pyoffcpu_tracker, argc, argv);
+}
