@@ -10,21 +10,21 @@
 #include "monitor.h"
 
 extern const struct tracker_ops pygc_tracker, pyhandoff_tracker, tcphandshake_tracker, tcploss_tracker,
-	hostnet_tracker, pystack_tracker, pygil_tracker;
+	hostnet_tracker, pystack_tracker, pygil_tracker,
+	pyoffcpu_tracker;
 
 static const struct monitor_entry trackers[] = {
 	{ "gc", &pygc_tracker, NULL, { { 0 } } },
-	/* pyoffcpu: its entry gets its tracker_ops when it is built in */
 	{ "gil", &pygil_tracker, NULL,
 	  { { "gil-min-wait-ms", "min-wait-ms", "MS", "gil: only GIL waits of MS or more (default 1.0)" },
 	    { "gil-py-enable", NULL, NULL, "gil: the waiter's and holder's Python stacks (always walked)" },
 	    { "gil-py-min-ms", "py-min-ms", "MS", "gil: Python stacks only of waits of MS or more" },
 	    { 0 } } },
-	{ "offcpu", NULL, NULL,
-	  { { "offcpu-min-total-ms", "min-total-ms", "MS", "offcpu: only stacks off CPU MS in all (default 20)" },
-	    { "offcpu-max-stack-depth", "max-stack-depth", "N", "offcpu: kernel frames kept (default 20)" },
-	    { "offcpu-py-enable", "py", NULL, "offcpu: add the Python stack" },
-	    { "offcpu-py-min-ms", "py-min-ms", "MS", "offcpu: Python stacks only of waits of MS or more" },
+	{ "offcpu", &pyoffcpu_tracker, NULL,
+	  { { "offcpu-min-total-ms", "min-ms", "MS", "offcpu: only periods off the CPU of MS or more (default 20)" },
+	    { "offcpu-max-stack-depth", "max-stack-depth", "N", "offcpu: frames kept per stack (default 20)" },
+	    { "offcpu-py-enable", NULL, NULL, "offcpu: the Python stack (always walked)" },
+	    { "offcpu-py-min-ms", "py-min-ms", "MS", "offcpu: Python stacks only of periods of MS or more" },
 	    { 0 } } },
 	{ "handoff", &pyhandoff_tracker, NULL,
 	  { { "handoff-min-ms", "min-ms", "MS", "handoff: only waits of MS or more" }, { 0 } } },
