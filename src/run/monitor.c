@@ -250,23 +250,6 @@ static const struct opt *tracker_option(const struct tracker_ops *ops, const cha
 	return NULL;
 }
 
-/* --enable's help, which names the trackers not built in yet. */
-static const char *enable_help(const struct monitor *m)
-{
-	static char help[256];
-	size_t n = (size_t)snprintf(help, sizeof(help), "the trackers to run (words or a comma list; default: all built in");
-	const char *sep = "; not built in yet:";
-
-	for (int i = 0; i < m->n && n < sizeof(help); i++)
-		if (!m->entries[i].ops) {
-			n += (size_t)snprintf(help + n, sizeof(help) - n, "%s %s", sep, m->entries[i].name);
-			sep = "";
-		}
-	if (n < sizeof(help))
-		snprintf(help + n, sizeof(help) - n, ")");
-	return help;
-}
-
 static struct monitor m;
 
 int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries, int n, int argc,
@@ -275,7 +258,7 @@ int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries
 	static const struct opt head[] = {
 		OPT_ENTRY_PID,
 		{ OPT_ALL, 0, "all", NULL, "trace every process (instead of -p)" },
-		{ OPT_ENABLE, 0, "enable", "LIST", NULL /* enable_help() */ },
+		{ OPT_ENABLE, 0, "enable", "LIST", "the trackers to run (words or a comma list; default: all)" },
 	};
 	static const struct opt tail[] = { OPT_ENTRIES_TRACKER_TAIL };
 	struct opt table[MAX_FLAG_OPTS + 32];
@@ -293,7 +276,6 @@ int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries
 	log_progname = doc->name;
 	for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
 		table[nopt++] = head[i];
-	table[nopt - 1].help = enable_help(&m);
 	for (int e = 0; e < m.n; e++)
 		for (int f = 0; f < MONITOR_MAX_FLAGS && entries[e].flags[f].flag; f++) {
 			int k = nopt - 3;
@@ -326,9 +308,9 @@ int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries
 			continue;
 		bool running = false;
 
-		if (!entries[e].ops) {
+		if (m.all && entries[e].needs_pids) {
 			if (m.any_enabled)
-				log_warn("%s is not built into this pymonitor yet: running the others", entries[e].name);
+				log_warn("%s traces -p pids only: left out with --all", entries[e].name);
 			continue;
 		}
 		/* entries of one tracker (tcp_accept, tcp_connect) share one instance */
@@ -351,7 +333,7 @@ int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries
 			if (trackers[i]->ops == e->ops)
 				t = trackers[i];
 		if (!t) {
-			log_warn("--%s: %s is not running (not enabled or not built in); ignored", f->flag, e->name);
+			log_warn("--%s: %s is not running (not enabled); ignored", f->flag, e->name);
 			continue;
 		}
 		if (!f->option) /* what the tracker does anyway: accepted for old command lines */

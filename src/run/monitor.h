@@ -24,13 +24,14 @@ struct monitor_flag {
 
 struct monitor_entry {
 	const char *name;              /* the --enable word, e.g. "gc" */
-	const struct tracker_ops *ops; /* NULL: not built into this pymonitor yet */
+	const struct tracker_ops *ops;
 	/*
 	 * When entries share a tracker (tcp_accept, tcp_connect: tcphandshake): the event
 	 * metric this one stands for; the tracker runs once, and the metrics of entries not
 	 * enabled are left out. NULL: all of the tracker's records.
 	 */
 	const char *metric;
+	bool needs_pids; /* the tracker traces -p pids only: left out with --all */
 	struct monitor_flag flags[MONITOR_MAX_FLAGS]; /* ending with a NULL flag */
 };
 
