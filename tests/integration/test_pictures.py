@@ -1,0 +1,200 @@
+"""Pictures of pystack's profile (-o FILE, --top) read by the programs people open them
+with, against the target's own timing: the SVG flame graph rendered by Debian's
+chromium (headless, through playwright-core), the speedscope file in speedscope's own
+page, the pprof file through `go tool pprof`, the live view under tmux.
+
+The target, tests/targets/py_split.py, has a() and b() call the same work() with 70k
+and 30k iterations and measures its own split (time.thread_time): the ground truth.
+One run of three pystacks (one per file format) samples the same window of it.
+npm packages go to BUILD/npm (installed by the first test that needs them).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, ROOT, TARGETS, Tool, run
+
+PYTHON = "/usr/bin/python3"
+HZ = 499
+PERIOD_NS = 1000000000 // HZ
+BROWSER_JS = os.path.join(ROOT, "tests", "integration", "pictures_browser.mjs")
+NPM_DIR = os.path.join(BUILD, "npm")
+ARTIFACTS = os.path.join(BUILD, "test-artifacts")
+ROW_RE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\d+)\s+(\d+)\s+(.*) \((.*):(\d+)\)$")
+
+
+def table_rows(text):
+    """pystack's top table: {qualname: (own, total, own_pct, total_pct)}."""
+    out = {}
+    for line in text.splitlines():
+        m = ROW_RE.match(line)
+        if m:
+            out[m.group(5)] = (int(m.group(3)), int(m.group(4)), float(m.group(1)), float(m.group(2)))
+    return out
+
+
+def node_modules():
+    """playwright-core and speedscope from the npm registry, once per build dir."""
+    mods = os.path.join(NPM_DIR, "node_modules")
+    if not all(os.path.isdir(os.path.join(mods, m)) for m in ("playwright-core", "speedscope")):
+        if not shutil.which("npm"):
+            pytest.skip("npm is not installed (make deps installs it)")
+        os.makedirs(NPM_DIR, exist_ok=True)
+        res = run(["npm", "install", "--no-audit", "--no-fund", "--prefix", NPM_DIR,
+                   "playwright-core@1", "speedscope@1"], check=False, timeout=600)
+        assert res.returncode == 0, res.stderr[-2000:]
+    return mods
+
+
+def browser(*args):
+    res = run(["node", BROWSER_JS] + list(args), check=False, timeout=180,
+              env=dict(os.environ, NODE_PATH=node_modules()))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    """The three files, the tables printed with them, and the target's own split."""
+    tmp = tmp_path_factory.mktemp("pictures")
+    target = subprocess.Popen([PYTHON, os.path.join(TARGETS, "py_split.py")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    tools = []
+    try:
+        assert target.stdout.readline().strip() == b"ready"
+        files = {fmt: str(tmp / ("prof" + suffix)) for fmt, suffix in
+                 (("svg", ".svg"), ("speedscope", ".speedscope.json"), ("pprof", ".pb.gz"))}
+        tools = {fmt: Tool("pystack", ["-p", str(target.pid), "-F", str(HZ), "-o", path], json_mode=False)
+                 for fmt, path in files.items()}
+        for t in tools.values():
+            t.wait_ready(timeout=600)
+        target.send_signal(signal.SIGUSR1)  # the target's window starts with the samples'
+        time.sleep(12)
+        for t in tools.values():
+            t.proc.send_signal(signal.SIGINT)
+        target.send_signal(signal.SIGTERM)
+        out, _ = target.communicate(timeout=60)
+        for t in tools.values():
+            t.stop()
+            assert t.returncode == 0, t.stderr[-2000:]
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+        for t in (tools.values() if isinstance(tools, dict) else []):
+            if t.proc.poll() is None:
+                t.proc.kill()
+                t.proc.wait()
+    truth = json.loads(out.decode().strip().splitlines()[-1])
+    split = {"a": truth["a"] / (truth["a"] + truth["b"]), "b": truth["b"] / (truth["a"] + truth["b"])}
+    print("target's own split: a %.1f%%, b %.1f%%" % (100 * split["a"], 100 * split["b"]))
+    return {"files": files, "tables": {f: table_rows(t.stdout) for f, t in tools.items()}, "split": split}
+
+
+def test_svg_flame_graph_in_chromium(profiles):
+    """Widths are the target's shares (±3 points) and the table's counts; search
+    highlights work() and says its share; a click zooms a() to the full width; the
+    tooltip says samples and percent; the user's file is in warm colours."""
+    svg = profiles["files"]["svg"]
+    table = profiles["tables"]["svg"]
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    shot = os.path.join(ARTIFACTS, "pystack-flamegraph.png")
+    page = browser("svg", svg, shot, "^work ", "a")
+    assert not page["errors"], page["errors"]
+    frames = page["frames"]
+    full = [f for f in frames if f["label"] == "all"][0]["width"]
+    assert abs(full - 1180) < 0.01, full
+    samples = sum(own for own, _, _, _ in table.values())
+
+    def named(func):
+        return [f for f in frames if f["label"].startswith(func + " (")]
+
+    for func in ("a", "b"):
+        (f,) = named(func)
+        share = f["width"] / full
+        print("%s: width %.1f%%, target %.1f%%, table %.1f%%" % (
+            func, 100 * share, 100 * profiles["split"][func], table[func][3]))
+        assert abs(share - profiles["split"][func]) <= 0.03, (func, share, profiles["split"])
+        assert abs(share - table[func][1] / samples) < 0.0005, (func, share, table[func])
+        assert "%d samples (%.2f%%)" % (table[func][1], 100.0 * table[func][1] / samples) in f["title"]
+        r, g, b = (int(f["fill"][i:i + 2], 16) for i in (1, 3, 5))
+        assert r >= 225 and r > g > b, f["fill"]  # the user's code: warm
+    works = named("work")
+    assert len(works) == 2  # under a() and under b(): one frame each, by function
+    assert abs(sum(f["width"] for f in works) / full - table["work"][1] / samples) < 0.001
+    assert sorted(page["highlighted"]) == sorted(f["label"] for f in works)
+    assert page["matched"] == "Matched: %.2f%%" % (100 * sum(f["width"] for f in works) / full)
+    (zoomed,) = page["zoomed"]
+    assert abs(zoomed["width"] - 1180) < 0.01, zoomed
+    assert re.match(r"^<module> \(.*py_split\.py:1\): \d+ samples \(100\.00%\)$", page["details"]), page["details"]
+    assert os.path.getsize(shot) > 10000
+    print("screenshot:", shot)
+
+
+def test_speedscope_file_in_speedscope(profiles, tmp_path):
+    """speedscope's page (from its npm package) loads the file: its sandwich table has
+    pystack's functions with the table's samples times the period; the file has one
+    profile per thread and its weights add up to the samples."""
+    path = profiles["files"]["speedscope"]
+    table = profiles["tables"]["speedscope"]
+    with open(path) as f:
+        doc = json.load(f)
+    names = {fr["name"] for fr in doc["shared"]["frames"]}
+    assert names == set(table), (names, table)
+    assert all(fr["file"].endswith("py_split.py") and fr["line"] > 0 for fr in doc["shared"]["frames"])
+    (prof,) = doc["profiles"]  # one thread
+    assert prof["type"] == "sampled" and prof["unit"] == "nanoseconds" and prof["name"] == "python3"
+    assert sum(prof["weights"]) == sum(own for own, _, _, _ in table.values()) * PERIOD_NS
+
+    site = tmp_path / "site"
+    shutil.copytree(os.path.join(node_modules(), "speedscope", "dist", "release"), site)
+    shutil.copy(path, site / "p.speedscope.json")
+    port = 20000 + os.getpid() % 20000
+    server = subprocess.Popen([PYTHON, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=site,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        base = "http://127.0.0.1:%d/" % port
+        page = browser("speedscope", base + "index.html#profileURL=" + base + "p.speedscope.json&view=sandwich",
+                       os.path.join(str(tmp_path), "speedscope.png"))
+    finally:
+        server.kill()
+        server.wait()
+    assert not page["errors"], page["errors"]
+    # rows: total, self, name (speedscope shows seconds with 3 significant digits)
+    cells = [c.strip() for c in page["text"].split("Symbol Name", 1)[1].split("\n") if c.strip()]
+    shown = {cells[i + 2]: (cells[i], cells[i + 1]) for i in range(0, len(cells) - 2, 3)}
+    assert set(shown) == set(table), (shown, table)
+    for func, (total, own) in shown.items():
+        seconds = float(re.match(r"([\d.]+)s ", total).group(1))
+        expect = table[func][1] * PERIOD_NS / 1e9
+        assert abs(seconds - expect) <= 0.006 * expect + 0.005, (func, total, expect)
+
+
+def test_pprof_top_equals_the_table(profiles):
+    """go tool pprof reads the file: its -top (flat, cum) is pystack's table (own, total),
+    function by function; the second sample type is CPU nanoseconds."""
+    path = profiles["files"]["pprof"]
+    table = profiles["tables"]["pprof"]
+    if not shutil.which("go"):
+        pytest.skip("go is not installed (make deps installs golang-go)")
+    env = dict(os.environ, HOME=os.environ.get("HOME", "/root"), GOFLAGS="-mod=mod")
+    # -symbolize=none: pprof would shorten "<module>" as a C++ template otherwise
+    res = run(["go", "tool", "pprof", "-symbolize=none", "-top", path], env=env, timeout=300)
+    rows = {}
+    for line in res.stdout.splitlines():
+        m = re.match(r"^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.+)$", line)
+        if m:
+            rows[m.group(3).strip()] = (int(m.group(1)), int(m.group(2)))
+    assert "Type: samples" in res.stdout, res.stdout
+    assert rows == {f: (v[0], v[1]) for f, v in table.items()}, (res.stdout, table)
+    res = run(["go", "tool", "pprof", "-symbolize=none", "-sample_index=cpu", "-raw", path], env=env, timeout=300)
+    assert "samples/count" in res.stdout and "cpu/nanoseconds" in res.stdout, res.stdout
+    pairs = re.findall(r"^\s+(\d+)\s+(\d+): ", res.stdout, re.M)
+    assert pairs and all(int(ns) == int(n) * PERIOD_NS for n, ns in pairs), res.stdout
