@@ -5,9 +5,10 @@
  * value, percent), a <rect> whose width is its share of the whole and a <text>.
  * The script zooms on a click, searches (a regular expression over the frames, the
  * matches in magenta and their share) and shows the frame under the pointer at the
- * bottom. Nodes narrower than MIN_WIDTH pixels are left out (FlameGraph does the
- * same): they could not be seen or clicked, and 10,000 tiny stacks would make the
- * file too big to open.
+ * bottom. Nodes narrower than MIN_WIDTH pixels are left out, as FlameGraph does
+ * (its limit is 0.1): they cannot be seen or clicked, and 10,000 equally frequent
+ * stacks would otherwise make a 12 MB file that a browser opens slowly. Zooming does
+ * not bring them back; speedscope and pprof files keep every stack.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 #include "profdata.h"
 
 enum { WIDTH = 1200, PAD = 10, FRAME_H = 16, TOP = 60, BOTTOM = 34, CHAR_W = 7 };
-#define MIN_WIDTH 0.1
+#define MIN_WIDTH 0.5
 
 struct node {
 	unsigned frame;          /* index in d->frames; the root "all" has none */

@@ -27,7 +27,7 @@ typedef Perftools__Profiles__Mapping Mapping;
 struct strings {
 	struct stackagg seen; /* self: index + 1 */
 	char **v;
-	size_t n;
+	size_t n, cap;
 };
 
 static int64_t string_id(struct strings *s, const char *str)
@@ -37,11 +37,13 @@ static int64_t string_id(struct strings *s, const char *str)
 	if (!e)
 		return -1;
 	if (!e->self) {
-		if (s->n % 256 == 0) {
-			char **v = realloc(s->v, (s->n + 256) * sizeof(*v));
+		if (s->n == s->cap) {
+			size_t cap = s->cap ? 2 * s->cap : 256;
+			char **v = realloc(s->v, cap * sizeof(*v));
 			if (!v)
 				return -1;
 			s->v = v;
+			s->cap = cap;
 		}
 		s->v[s->n] = e->key;
 		e->self = (long long)++s->n;

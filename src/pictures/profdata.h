@@ -30,7 +30,7 @@ struct pstack {
 
 struct profdata {
 	struct pframe *frames;
-	size_t nframes;
+	size_t nframes, cap;
 	struct pstack *stacks;
 	size_t nstacks;
 	unsigned *pool;         /* the stacks' frame indices */

@@ -94,11 +94,13 @@ static long frame_index(struct profdata *d, struct stackagg *seen, const char *t
 		return -1;
 	if (e->self)
 		return (long)e->self - 1;
-	if (d->nframes % 256 == 0) {
-		struct pframe *v = realloc(d->frames, (d->nframes + 256) * sizeof(*v));
+	if (d->nframes == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 256;
+		struct pframe *v = realloc(d->frames, cap * sizeof(*v));
 		if (!v)
 			return -1;
 		d->frames = v;
+		d->cap = cap;
 	}
 	f = &d->frames[d->nframes];
 	memset(f, 0, sizeof(*f));

@@ -70,8 +70,10 @@ def profiles(tmp_path_factory):
         assert target.stdout.readline().strip() == b"ready"
         files = {fmt: str(tmp / ("prof" + suffix)) for fmt, suffix in
                  (("svg", ".svg"), ("speedscope", ".speedscope.json"), ("pprof", ".pb.gz"))}
-        tools = {fmt: Tool("pystack", ["-p", str(target.pid), "-F", str(HZ), "-o", path], json_mode=False)
-                 for fmt, path in files.items()}
+        args = {fmt: ["-o", path] for fmt, path in files.items()}
+        args.update(folded=["-f"], lines=["-f", "--lines"], top=["--top"])  # --top: stdout is a file
+        tools = {name: Tool("pystack", ["-p", str(target.pid), "-F", str(HZ)] + a, json_mode=False)
+                 for name, a in args.items()}
         for t in tools.values():
             t.wait_ready(timeout=600)
         target.send_signal(signal.SIGUSR1)  # the target's window starts with the samples'
@@ -94,7 +96,40 @@ def profiles(tmp_path_factory):
     truth = json.loads(out.decode().strip().splitlines()[-1])
     split = {"a": truth["a"] / (truth["a"] + truth["b"]), "b": truth["b"] / (truth["a"] + truth["b"])}
     print("target's own split: a %.1f%%, b %.1f%%" % (100 * split["a"], 100 * split["b"]))
-    return {"files": files, "tables": {f: table_rows(t.stdout) for f, t in tools.items()}, "split": split}
+    return {"files": files, "tables": {f: table_rows(t.stdout) for f, t in tools.items()}, "split": split,
+            "stdout": {f: t.stdout for f, t in tools.items()}}
+
+
+def def_line(func):
+    with open(os.path.join(TARGETS, "py_split.py")) as f:
+        return next(i for i, l in enumerate(f, 1) if l.startswith("def %s(" % func))
+
+
+def test_folded_frames_are_functions_unless_lines(profiles):
+    """-f folds by function: work() is one frame, at its def line, whatever line it was
+    on; --lines keeps the line it was on (the loop's body, never the def line)."""
+    def work_lines(text):
+        found = set()
+        for stack in text.splitlines():
+            for frame in stack.rsplit(" ", 1)[0].split(";"):
+                m = re.match(r"^work \(.*py_split\.py:(\d+)\)$", frame)
+                if m:
+                    found.add(int(m.group(1)))
+        return found
+
+    line = def_line("work")
+    assert work_lines(profiles["stdout"]["folded"]) == {line}, profiles["stdout"]["folded"]
+    body = work_lines(profiles["stdout"]["lines"])
+    assert body and all(line < n <= line + 4 for n in body), (line, profiles["stdout"]["lines"])
+
+
+def test_top_without_a_terminal_prints_tables(profiles):
+    """--top with stdout not a tty: the table every second, no escape sequences."""
+    out = profiles["stdout"]["top"]
+    assert "\033" not in out
+    assert out.count("%OWN") >= 8, out[-3000:]
+    last = table_rows(out.rsplit("%OWN", 1)[1])
+    assert set(last) == {"<module>", "a", "b", "work"}, out[-2000:]
 
 
 def test_svg_flame_graph_in_chromium(profiles):
@@ -198,3 +233,78 @@ def test_pprof_top_equals_the_table(profiles):
     assert "samples/count" in res.stdout and "cpu/nanoseconds" in res.stdout, res.stdout
     pairs = re.findall(r"^\s+(\d+)\s+(\d+): ", res.stdout, re.M)
     assert pairs and all(int(ns) == int(n) * PERIOD_NS for n, ns in pairs), res.stdout
+
+
+def test_top_live_view_under_tmux(tmp_path):
+    """pystack --top in a tmux pane: a() and b() lead the TOTAL column with the target's
+    shares (±3 points); q, then Ctrl-C in a second run (on a second target), end it with
+    the terminal as it was (stty -a before and after) and the final table on the main
+    screen."""
+    if not shutil.which("tmux"):
+        pytest.skip("tmux is not installed (make deps installs it)")
+    split = [os.path.join(TARGETS, "py_split.py")]
+    first = subprocess.Popen([PYTHON] + split, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # the second target waits (stdin) so as not to take CPU from the first one's samples
+    second = subprocess.Popen([PYTHON, "-c", "import sys, runpy; sys.stdin.readline(); "
+                               "runpy.run_path(%r, run_name='__main__')" % split[0]],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    session = "top"
+    # a server of its own: tests of other checkouts may use tmux (and kill its server)
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+    # bash: Ctrl-C reaches the shell too, and dash would die of it even when pystack
+    # handles it and exits 0 (bash waits to see how its child ended)
+    script = tmp_path / "run.sh"
+    cmd = "%s -p %%d -F 999 --top 2>/dev/null" % os.path.join(BUILD, "pystack")
+    script.write_text("stty -a > %s/before\n%s\necho exit1=$?\nstty -a > %s/after1\n%s\necho exit2=$?\n"
+                      "stty -a > %s/after2\nsleep 3600\n" % (tmp_path, cmd % first.pid, tmp_path,
+                                                           cmd % second.pid, tmp_path))
+
+    def pane():
+        return run(tmux + ["capture-pane", "-p", "-t", session]).stdout
+
+    def wait_for(text, timeout=600):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            shown = pane()
+            if text in shown:
+                return shown
+            time.sleep(0.5)
+        raise AssertionError("no %r in the pane:\n%s" % (text, pane()))
+
+    try:
+        assert first.stdout.readline().strip() == b"ready"
+        run(tmux + ["new-session", "-d", "-s", session, "-x", "150", "-y", "30", "bash %s" % script])
+        wait_for("pystack --top:")
+        first.send_signal(signal.SIGUSR1)
+        time.sleep(15)
+        live = pane()
+        run(tmux + ["send-keys", "-t", session, "q"])
+        after_q = wait_for("exit1=")
+        first.send_signal(signal.SIGTERM)
+        out, _ = first.communicate(timeout=60)
+        second.stdin.write(b"go\n")
+        second.stdin.flush()
+        assert second.stdout.readline().strip() == b"ready"
+        wait_for("pystack --top:")
+        run(tmux + ["send-keys", "-t", session, "C-c"])
+        after_c = wait_for("exit2=")
+    finally:
+        run(tmux + ["kill-server"], check=False)
+        for p in (first, second):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    truth = json.loads(out.decode().strip().splitlines()[-1])
+    rows = table_rows(live)
+    print(live)
+    assert live.splitlines()[0].startswith("pystack --top:"), live
+    ranked = sorted(rows, key=lambda f: -rows[f][1])
+    assert ranked[:4] == ["<module>", "work", "a", "b"], live  # by TOTAL: the two hot callers lead after them
+    for func in ("a", "b"):
+        share = truth[func] / (truth["a"] + truth["b"])
+        assert abs(rows[func][3] / 100 - share) <= 0.03, (func, rows[func], share)
+    assert "exit1=0" in after_q and "exit2=0" in after_c, (after_q, after_c)
+    assert "%OWN" in after_q.split("exit1=")[0]  # the final table, on the main screen
+    before = (tmp_path / "before").read_text()
+    assert (tmp_path / "after1").read_text() == before
+    assert (tmp_path / "after2").read_text() == before
