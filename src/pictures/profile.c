@@ -44,19 +44,30 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
+/* Before the run, not after it: a FILE that cannot be written (it is created, empty). */
+static int check_writable(const char *path)
+{
+	FILE *f = fopen(path, "a");
+
+	if (!f)
+		return opts_usage_error("-o %s: %s", path, strerror(errno));
+	fclose(f);
+	return 0;
+}
+
 int profile_check(struct profile_out *o)
 {
 	if (o->format != PROFILE_NONE && !o->path)
 		return opts_usage_error("--format needs -o FILE");
-	if (!o->path || o->format != PROFILE_NONE)
+	if (!o->path)
 		return 0;
-	for (size_t i = 0; i < NFORMATS; i++)
-		if (ends_with(o->path, formats[i].suffix)) {
+	for (size_t i = 0; o->format == PROFILE_NONE && i < NFORMATS; i++)
+		if (ends_with(o->path, formats[i].suffix))
 			o->format = formats[i].format;
-			return 0;
-		}
-	return opts_usage_error("-o %s: say --format (the name ends in none of .svg, "
-				".speedscope.json, .pb.gz, .txt)", o->path);
+	if (o->format == PROFILE_NONE)
+		return opts_usage_error("-o %s: say --format (the name ends in none of .svg, "
+					".speedscope.json, .pb.gz, .txt)", o->path);
+	return check_writable(o->path);
 }
 
 /* "func (file:line)": name, file and line; anything else is all name. */

@@ -151,5 +151,8 @@ int runner_run(struct tracker *const *trackers, int n, const struct common_opts 
 	for (int i = 0; i < n; i++)
 		if (trackers[i]->ops->finish)
 			trackers[i]->ops->finish(trackers[i]);
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->failed)
+			rc = EXIT_RUNTIME;
 	return rc;
 }

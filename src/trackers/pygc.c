@@ -537,7 +537,7 @@ static void finish(struct tracker *t)
 	if (g->stack)
 		json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
 	sink_summary(t->sink, &summary_schema, o);
-	profile_write(&g->out, &g->profile, &(const struct profile_meta){
+	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
 		.title = "pygc: GC pauses by the Python code that triggered them",
 		.count_name = "collections",
 		.weight_name = "pause",

@@ -443,7 +443,7 @@ static void finish(struct tracker *t)
 
 	topview_close();
 	report(ps);
-	profile_write(&ps->out, &ps->profile, &meta);
+	t->failed |= profile_write(&ps->out, &ps->profile, &meta) != 0;
 	json_set_str(sum, "metric", summary_schema.metric);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);

@@ -308,3 +308,39 @@ def test_top_live_view_under_tmux(tmp_path):
     before = (tmp_path / "before").read_text()
     assert (tmp_path / "after1").read_text() == before
     assert (tmp_path / "after2").read_text() == before
+
+
+def test_pygc_pprof_weighs_stacks_by_pause(run_tool, tmp_path):
+    """pygc -o FILE.pb.gz: the target's 5 explicit collections are 5 collections of
+    collect_here() in pprof, and the pause sample type adds up to the pauses pygc
+    reported (end_ns - start_ns of each gc_pause record)."""
+    if not shutil.which("go"):
+        pytest.skip("go is not installed (make deps installs golang-go)")
+    path = str(tmp_path / "gc.pb.gz")
+    target = subprocess.Popen([PYTHON, os.path.join(TARGETS, "gc_stack.py")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        tool = run_tool("pygc", "-p", str(target.pid), "-g", "1", "-o", path)
+        target.stdin.write("go\n")
+        target.stdin.flush()
+        target.stdout.readline()
+        time.sleep(0.3)
+        tool.stop()
+    finally:
+        target.kill()
+        target.wait()
+    assert tool.returncode == 0, tool.stderr
+    pauses = tool.events("gc_pause")
+    assert sum(1 for e in pauses if e["stack"][-1].startswith("collect_here (")) == 5, pauses
+    env = dict(os.environ, HOME=os.environ.get("HOME", "/root"))
+    res = run(["go", "tool", "pprof", "-symbolize=none", "-sample_index=collections", "-top", path],
+              env=env, timeout=300)
+    flat = {m.group(2).strip(): int(m.group(1)) for m in
+            re.finditer(r"^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+\d+\s+[\d.]+%\s+(.+)$", res.stdout, re.M)}
+    assert flat.get("collect_here") == 5, res.stdout
+    res = run(["go", "tool", "pprof", "-symbolize=none", "-raw", path], env=env, timeout=300)
+    assert "collections/count" in res.stdout and "pause/nanoseconds" in res.stdout, res.stdout
+    pairs = re.findall(r"^\s+(\d+)\s+(\d+): ", res.stdout, re.M)
+    assert sum(int(n) for n, _ in pairs) == len(pauses), res.stdout
+    assert sum(int(ns) for _, ns in pairs) == sum(e["end_ns"] - e["start_ns"] for e in pauses), res.stdout

@@ -30,7 +30,7 @@ static double now_s(void)
 static void test_format_from_name(void **state)
 {
 	static const struct {
-		const char *path;
+		const char *name;
 		enum profile_format format;
 	} cases[] = {
 		{ "x.svg", PROFILE_SVG },
@@ -38,22 +38,34 @@ static void test_format_from_name(void **state)
 		{ "x.pb.gz", PROFILE_PPROF },
 		{ "x.txt", PROFILE_FOLDED },
 	};
+	char dir[] = "/tmp/pyebpf-profile-XXXXXX", path[256];
 	struct profile_out o;
 
 	(void)state;
+	assert_non_null(mkdtemp(dir));
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		memset(&o, 0, sizeof(o));
-		assert_int_equal(profile_option(&o, false, cases[i].path), 0);
+		snprintf(path, sizeof(path), "%s/%s", dir, cases[i].name);
+		assert_int_equal(profile_option(&o, false, path), 0);
 		assert_int_equal(profile_check(&o), 0);
 		assert_int_equal(o.format, cases[i].format);
+		unlink(path);
 	}
 	memset(&o, 0, sizeof(o));
-	profile_option(&o, false, "x.json");
+	snprintf(path, sizeof(path), "%s/x.json", dir);
+	profile_option(&o, false, path);
 	assert_int_equal(profile_check(&o), -1); /* a name that says nothing needs --format */
 	assert_int_equal(profile_option(&o, true, "pprof"), 0);
 	assert_int_equal(profile_check(&o), 0);
 	assert_int_equal(o.format, PROFILE_PPROF);
 	assert_int_equal(profile_option(&o, true, "png"), -1);
+	unlink(path);
+	/* a file that cannot be written is an error before the run, not after it */
+	memset(&o, 0, sizeof(o));
+	snprintf(path, sizeof(path), "%s/no/such/dir.svg", dir);
+	profile_option(&o, false, path);
+	assert_int_equal(profile_check(&o), -1);
+	rmdir(dir);
 }
 
 /* Stack i: a shared trunk, then branches by the digits of i, then its own leaves. */
