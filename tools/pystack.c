@@ -13,6 +13,8 @@ static const struct tool_doc doc = {
 	.examples = "  pystack -p 4242               # top functions of pid 4242 at exit\n"
 		    "  pystack -p 4242 -d 10 -f      # 10 s of folded stacks for flamegraph.pl\n"
 		    "  pystack -p 4242 --children -i 5  # gunicorn master and workers, a table every 5 s\n"
+		    "  pystack -p 4242 -d 30 -o cpu.svg  # an interactive flame graph (.speedscope.json, .pb.gz)\n"
+		    "  pystack -p 4242 --top         # a live table, q quits\n"
 		    "  pystack -p 4242 -j            # one JSON line per sample\n",
 };
 

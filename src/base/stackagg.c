@@ -104,6 +104,16 @@ void stackagg_add_stack(struct stackagg *a, const char *key, size_t len)
 		e->self++;
 }
 
+void stackagg_add_weighted(struct stackagg *a, const char *key, size_t len, long long weight)
+{
+	struct stackagg_entry *e = stackagg_get(a, key, len);
+
+	if (e) {
+		e->self++;
+		e->total += weight;
+	}
+}
+
 void stackagg_begin_sample(struct stackagg *a)
 {
 	a->sample++;

@@ -38,6 +38,8 @@ struct stackagg_entry *stackagg_get(struct stackagg *a, const char *key, size_t 
 
 /* Folded: one more sample of the stack key. */
 void stackagg_add_stack(struct stackagg *a, const char *key, size_t len);
+/* Folded with a weight (nanoseconds of a pause...): self counts the stack, total adds weight. */
+void stackagg_add_weighted(struct stackagg *a, const char *key, size_t len, long long weight);
 /* Top: a new sample begins; then each of its frames' functions, innermost first. */
 void stackagg_begin_sample(struct stackagg *a);
 void stackagg_add_frame(struct stackagg *a, const char *key, size_t len, bool innermost);

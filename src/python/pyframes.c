@@ -43,6 +43,13 @@ int pyframes_format(const struct pycode_loc *loc, char *buf, size_t len)
 	return snprintf(buf, len, "%s", loc->func);
 }
 
+void pyframes_by_function(struct pycode_loc *locs, int depth)
+{
+	for (int i = 0; i < depth; i++)
+		if (locs[i].firstlineno > 0)
+			locs[i].line = locs[i].firstlineno;
+}
+
 const char *pyframes_marker(unsigned status, bool detail)
 {
 	static const char *const why[] = {

@@ -31,6 +31,12 @@ int pyframes_resolve(struct pyproc *py, const struct pywalk_frame *frames, int d
 int pyframes_format(const struct pycode_loc *loc, char *buf, size_t len);
 
 /*
+ * Folding by function: each frame's line becomes its def line (co_firstlineno), so a
+ * function is one frame of a folded stack or picture whatever line it was on.
+ */
+void pyframes_by_function(struct pycode_loc *locs, int depth);
+
+/*
  * What stands before the frames of a stack the walker could not read whole, or NULL
  * for a complete one: "[truncated]", else "[error]", or with detail the reason
  * ("[unknown: frame unreadable]").

@@ -177,6 +177,9 @@ static int run(struct tracker *const *all, int n, const struct common_opts *comm
 	for (int i = 0; i < n; i++)
 		if (trackers[i]->ops->finish)
 			trackers[i]->ops->finish(trackers[i]);
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->failed)
+			rc = EXIT_RUNTIME;
 	return rc;
 }
 

@@ -61,6 +61,7 @@ struct tracker {
 	struct bpfprog *prog;             /* compiled from text by the runner */
 	int poll_ms;                      /* the longest a buffered record may wait (default 100) */
 	bool done;                        /* every target it traced has exited */
+	bool failed;                      /* finish could not write a result: the run fails */
 	char banner[160];                 /* what start says it traces, e.g. "Tracing TCP handshakes." */
 };
 

@@ -16,6 +16,7 @@
 #include "jsonfmt.h"
 #include "pyebpf_bpf.h"
 #include "pygc.h"
+#include "profile.h"
 #include "pyhooks.h"
 #include "pyframes.h"
 #include "pytargets.h"
@@ -25,13 +26,14 @@
 
 extern const char pygc_bpf_text[];
 
-enum { OPT_MIN_MS = OPT_TOOL_BASE, OPT_STACK, OPT_GEN = 'g' };
+enum { OPT_MIN_MS = OPT_TOOL_BASE, OPT_STACK, OPT_FORMAT, OPT_GEN = 'g', OPT_OUTPUT = 'o' };
 
 static const struct opt options[] = {
 	OPT_ENTRY_PID,
 	{ OPT_MIN_MS, 0, "min-ms", "MS", "only pauses of at least MS milliseconds (fractions allowed)" },
 	{ OPT_GEN, 'g', "generation", "GEN", "only collections of generation GEN (0, 1 or 2)" },
 	{ OPT_STACK, 0, "stack", NULL, "add the Python stack of the code that triggered each collection" },
+	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -109,6 +111,9 @@ struct pygc {
 	struct gen_stats gens[3];
 	unsigned long long events;
 	unsigned long long stack_errors; /* --stack: events whose stack could not be read */
+	struct profile_out out;          /* -o: the pauses' stacks, weighted by their length */
+	struct stackagg profile;
+	struct pyframes_buf folded;
 	struct pycode_loc locs[PYWALK_DEPTH_LIMIT]; /* --stack: an event's frames, innermost first */
 };
 
@@ -118,6 +123,7 @@ static void init(struct tracker *t)
 
 	g->generation = -1;
 	pytargets_init(&g->targets, MAX_TARGETS);
+	stackagg_init(&g->profile);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -131,6 +137,11 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_STACK:
 		g->stack = true;
 		return 0;
+	case OPT_OUTPUT:
+		g->stack = true; /* the picture is of the stacks */
+		return profile_option(&g->out, false, arg);
+	case OPT_FORMAT:
+		return profile_option(&g->out, true, arg);
 	case OPT_GEN:
 		if (opts_parse_ulong("generation", arg, 0, 2, &gen))
 			return -1;
@@ -138,6 +149,11 @@ static int option(struct tracker *t, int id, const char *arg)
 		return 0;
 	}
 	return -1;
+}
+
+static int check(struct tracker *t)
+{
+	return profile_check(&((struct pygc *)t)->out);
 }
 
 static int build_cflags(struct pygc *g)
@@ -374,6 +390,17 @@ static json_t *stack_json(struct pygc *g, const struct pytarget *target,
 	return a;
 }
 
+/* -o: the stack stack_json resolved, by function, one more pause of ns. */
+static void count_stack(struct pygc *g, const struct pygc_stack_event *s, int size, long long ns)
+{
+	int depth = pyframes_depth(s->depth, size, offsetof(struct pygc_stack_event, frames));
+	const char *folded;
+
+	pyframes_by_function(g->locs, depth);
+	folded = pyframes_folded(&g->folded, NULL, g->locs, depth, s->status);
+	stackagg_add_weighted(&g->profile, folded, strlen(folded), ns);
+}
+
 static void on_event(void *ctx, void *data, int size)
 {
 	struct pygc *g = ctx;
@@ -412,6 +439,8 @@ static void on_event(void *ctx, void *data, int size)
 	if (g->stack) {
 		stack = stack_json(g, target, data, size);
 		json_object_set(o, "stack", stack);
+		if (g->out.path)
+			count_stack(g, data, size, (long long)(ev->end_ns - ev->start_ns));
 	}
 	sink_record(g->base.sink, &pause_schema, o);
 	text = sink_text(g->base.sink);
@@ -508,6 +537,12 @@ static void finish(struct tracker *t)
 	if (g->stack)
 		json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
 	sink_summary(t->sink, &summary_schema, o);
+	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
+		.title = "pygc: GC pauses by the Python code that triggered them",
+		.count_name = "collections",
+		.weight_name = "pause",
+		.by_weight = true,
+	});
 }
 
 static void destroy(struct tracker *t)
@@ -515,6 +550,8 @@ static void destroy(struct tracker *t)
 	struct pygc *g = (struct pygc *)t;
 
 	pytargets_free(&g->targets);
+	stackagg_free(&g->profile);
+	pyframes_buf_free(&g->folded);
 	for (int gen = 0; gen < 3; gen++)
 		free(g->gens[gen].ms);
 	pyhooks_free(g->hooks);
@@ -529,6 +566,7 @@ const struct tracker_ops pygc_tracker = {
 	.schemas = schemas,
 	.init = init,
 	.option = option,
+	.check = check,
 	.prepare = prepare,
 	.start = start,
 	.tick = tick,

@@ -18,9 +18,11 @@
 #include "pyebpf_bpf.h"
 #include "pyframes.h"
 #include "pystack.h"
+#include "profile.h"
 #include "pytargets.h"
 #include "record.h"
 #include "stackagg.h"
+#include "topview.h"
 #include "tracker.h"
 
 extern const char pystack_bpf_text[];
@@ -35,6 +37,10 @@ enum {
 	OPT_CHILDREN = OPT_TOOL_BASE,
 	OPT_PER_THREAD,
 	OPT_MAX_DEPTH,
+	OPT_LINES,
+	OPT_TOP,
+	OPT_OUTPUT = 'o',
+	OPT_FORMAT,
 };
 
 static const struct opt options[] = {
@@ -42,7 +48,10 @@ static const struct opt options[] = {
 	{ OPT_FREQ, 'F', "frequency", "HZ", "samples per second and CPU (default 99)" },
 	{ OPT_CHILDREN, 0, "children", NULL, "also sample the child processes of the -p pids (and new ones)" },
 	{ OPT_FOLDED, 'f', "folded", NULL, "print folded stacks (FlameGraph input) instead of the top table" },
-	{ OPT_PER_THREAD, 0, "per-thread", NULL, "with -f: the thread name as the root frame" },
+	{ OPT_PER_THREAD, 0, "per-thread", NULL, "with -f or -o: the thread name as the root frame" },
+	{ OPT_LINES, 0, "lines", NULL, "with -f or -o: a frame per line (default: per function, its def line)" },
+	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
+	{ OPT_TOP, 0, "top", NULL, "a live view like top(1), redrawn every second or -i SECONDS (q quits)" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the table (or folded stacks) every SECONDS" },
 	{ OPT_MAX_DEPTH, 0, "max-depth", "N", "frames kept per stack, innermost first (default 128, max 256)" },
 	OPT_ENTRIES_TRACKER_TAIL,
@@ -105,13 +114,16 @@ struct pystack {
 	struct tracker base;
 	unsigned long freq, max_depth;
 	double interval_s;
-	bool children, folded, per_thread;
+	bool children, folded, per_thread, lines, top;
+	struct profile_out out;
+	struct stackagg profile;  /* -o: the stacks of the whole run */
 	struct pytargets targets;
 	struct stackagg agg;      /* folded stacks, or the top table's functions */
 	struct pyframes_buf text; /* a sample's stack */
 	unsigned long long interval_samples, unresolved_frames;
 	unsigned tables;          /* top tables printed so far */
-	uint64_t last_report_ns;
+	bool top_tty;             /* --top on a terminal (else periodic tables) */
+	uint64_t last_report_ns, start_ns;
 	struct pycode_loc locs[PYWALK_DEPTH_LIMIT]; /* a sample's frames, innermost first */
 };
 
@@ -124,6 +136,7 @@ static void init(struct tracker *t)
 	pytargets_init(&ps->targets, MAX_TARGETS);
 	ps->targets.announce = true;
 	stackagg_init(&ps->agg);
+	stackagg_init(&ps->profile);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -146,6 +159,15 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_PER_THREAD:
 		ps->per_thread = true;
 		return 0;
+	case OPT_LINES:
+		ps->lines = true;
+		return 0;
+	case OPT_TOP:
+		ps->top = true;
+		return 0;
+	case OPT_OUTPUT:
+	case OPT_FORMAT:
+		return profile_option(&ps->out, id == OPT_FORMAT, arg);
 	}
 	return -1;
 }
@@ -157,10 +179,16 @@ static int check(struct tracker *t)
 
 	if (!c->print_ebpf && !c->print_fields && c->npids == 0)
 		return opts_usage_error("give the processes to sample with -p PID");
-	if (ps->per_thread && !ps->folded)
-		return opts_usage_error("--per-thread needs -f/--folded");
+	if (profile_check(&ps->out))
+		return -1;
+	if ((ps->per_thread || ps->lines) && !ps->folded && !ps->out.path)
+		return opts_usage_error("--per-thread and --lines need -f/--folded or -o");
 	if (ps->folded && c->json)
 		return opts_usage_error("-f and -j exclude each other");
+	if (ps->top && (ps->folded || c->json))
+		return opts_usage_error("--top shows the table: not with -f or -j");
+	/* speedscope's profiles are per thread */
+	ps->per_thread |= ps->out.format == PROFILE_SPEEDSCOPE;
 	return 0;
 }
 
@@ -215,8 +243,9 @@ static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct py
 	sink_record(ps->base.sink, &sample_schema, o);
 }
 
-/* -f: one more of this stack (--per-thread: under its thread's name). */
-static void count_stack(struct pystack *ps, struct pytarget *pt, const struct pystack_sample *s, int depth)
+/* -f or -o: one more of this stack (--per-thread: under its thread's name). */
+static void count_stack(struct pystack *ps, struct stackagg *agg, struct pytarget *pt,
+			const struct pystack_sample *s, int depth)
 {
 	char thread[PYTHREAD_NAME_MAX];
 	const char *stack;
@@ -225,7 +254,7 @@ static void count_stack(struct pystack *ps, struct pytarget *pt, const struct py
 		pyframes_thread_name(pt->py, &pt->names, (pid_t)s->task.tid, s->task.comm,
 				     sizeof(s->task.comm), thread, sizeof(thread));
 	stack = pyframes_folded(&ps->text, ps->per_thread ? thread : NULL, ps->locs, depth, s->status);
-	stackagg_add_stack(&ps->agg, stack, strlen(stack));
+	stackagg_add_stack(agg, stack, strlen(stack));
 }
 
 /* The top table: own for the leaf, total once per function per sample (recursion). */
@@ -261,10 +290,14 @@ static void on_sample(void *ctx, void *data, int size)
 	ps->unresolved_frames += pyframes_resolve(pt->py, s->frames, depth, ps->locs);
 	if (ps->base.common->json)
 		emit_sample(ps, pt, s, depth);
-	else if (ps->folded)
-		count_stack(ps, pt, s, depth);
-	else
+	if (!ps->lines)
+		pyframes_by_function(ps->locs, depth); /* -f, -o (the table keys on the def line anyway) */
+	if (ps->folded)
+		count_stack(ps, &ps->agg, pt, s, depth);
+	else if (!ps->base.common->json)
 		count_functions(ps, depth);
+	if (ps->out.path)
+		count_stack(ps, &ps->profile, pt, s, depth);
 }
 
 static int start(struct tracker *t)
@@ -279,7 +312,12 @@ static int start(struct tracker *t)
 		pytargets_add_children(&ps->targets);
 	snprintf(t->banner, sizeof(t->banner), "Sampling %d process%s at %lu Hz.", ps->targets.alive,
 		 ps->targets.alive == 1 ? "" : "es", ps->freq);
-	ps->last_report_ns = time_mono_ns();
+	ps->start_ns = ps->last_report_ns = time_mono_ns();
+	if (ps->top) {
+		ps->top_tty = topview_open();
+		if (!ps->top_tty && !ps->interval_s)
+			ps->interval_s = 1; /* not a terminal: the table every second */
+	}
 	ps->targets.next_children_ns = ps->targets.next_exits_ns = ps->last_report_ns + 1000000000ull;
 	/*
 	 * Woken once per 64 samples, read every 100 ms. A wakeup per sample made the
@@ -325,6 +363,31 @@ static void print_top(struct pystack *ps)
 	free(rows);
 }
 
+/* --top on a terminal: the table of the whole run so far, redrawn in place. */
+static void draw_top(struct pystack *ps, uint64_t now_ns)
+{
+	enum { MAX_ROWS = 200, NAME = 512 };
+	const struct stackagg_entry **sorted = stackagg_sorted(&ps->agg);
+	size_t n = ps->agg.n < MAX_ROWS ? ps->agg.n : MAX_ROWS;
+	struct topview_row *rows = calloc(n ? n : 1, sizeof(*rows));
+	char *names = malloc((n ? n : 1) * NAME), heading[256];
+	double all = ps->interval_samples ? (double)ps->interval_samples : 1;
+
+	for (size_t i = 0; sorted && rows && names && i < n; i++) {
+		function_name(sorted[i]->key, names + i * NAME, NAME);
+		rows[i] = (struct topview_row){ 100.0 * (double)sorted[i]->self / all,
+						100.0 * (double)sorted[i]->total / all, sorted[i]->self,
+						sorted[i]->total, names + i * NAME };
+	}
+	snprintf(heading, sizeof(heading), "pystack --top: %llu samples in %.0f s at %lu Hz, %d process%s (q quits)",
+		 ps->interval_samples, (double)(now_ns - ps->start_ns) / 1e9, ps->freq, ps->targets.alive,
+		 ps->targets.alive == 1 ? "" : "es");
+	topview_draw(heading, rows, sorted && rows && names ? n : 0);
+	free(sorted);
+	free(rows);
+	free(names);
+}
+
 static void print_folded(struct pystack *ps)
 {
 	FILE *f = sink_text(ps->base.sink);
@@ -353,7 +416,14 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pystack *ps = (struct pystack *)t;
 
 	t->done = pytargets_refresh(&ps->targets, now_ns);
-	if (!t->done && ps->interval_s && (double)(now_ns - ps->last_report_ns) >= ps->interval_s * 1e9) {
+	if (ps->top_tty) {
+		for (int k; (k = topview_key());)
+			t->done |= k == 'q' || k == 'Q';
+		if ((double)(now_ns - ps->last_report_ns) >= (ps->interval_s ? ps->interval_s : 1) * 1e9) {
+			ps->last_report_ns = now_ns;
+			draw_top(ps, now_ns);
+		}
+	} else if (!t->done && ps->interval_s && (double)(now_ns - ps->last_report_ns) >= ps->interval_s * 1e9) {
 		ps->last_report_ns = now_ns;
 		report(ps);
 	}
@@ -364,8 +434,17 @@ static void finish(struct tracker *t)
 {
 	struct pystack *ps = (struct pystack *)t;
 	json_t *sum = json_object();
+	const struct profile_meta meta = {
+		.title = "pystack: where CPU time goes in Python",
+		.count_name = "samples",
+		.weight_name = "cpu",
+		.period_ns = 1000000000ull / ps->freq,
+		.per_thread = ps->per_thread,
+	};
 
+	topview_close();
 	report(ps);
+	t->failed |= profile_write(&ps->out, &ps->profile, &meta) != 0;
 	json_set_str(sum, "metric", summary_schema.metric);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);
@@ -380,6 +459,7 @@ static void destroy(struct tracker *t)
 
 	pytargets_free(&ps->targets);
 	stackagg_free(&ps->agg);
+	stackagg_free(&ps->profile);
 	pyframes_buf_free(&ps->text);
 }
 

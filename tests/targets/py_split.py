@@ -4,7 +4,9 @@ with time.thread_time() and prints it as JSON when it ends (SIGTERM): the ground
 SIGUSR1 restarts the measurement, so that it can cover the same window as a profiler
 (the split drifts by a few points with the machine's load).
 
-usage: py_split.py   (prints "ready", then runs until SIGTERM)
+usage: py_split.py [--wait]   (prints "ready", then runs until SIGTERM; --wait: starts
+running, and measuring, only after a line on stdin, so that profilers attached
+before it see exactly the measured window)
 """
 import json
 import signal
@@ -41,6 +43,8 @@ def restart(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGUSR1, restart)
 print("ready", flush=True)
+if "--wait" in sys.argv:
+    sys.stdin.readline()
 clock = time.thread_time
 while True:
     t0 = clock()

@@ -118,12 +118,31 @@ static void test_folded_text(void **state)
 	pyframes_buf_free(&b);
 }
 
+/* pygc -o: each stack counted once per pause and weighted by its length. */
+static void test_weighted_stacks(void **state)
+{
+	struct stackagg a;
+
+	(void)state;
+	stackagg_init(&a);
+	stackagg_add_weighted(&a, "main;f", 6, 1500);
+	stackagg_add_weighted(&a, "main;g", 6, 20);
+	stackagg_add_weighted(&a, "main;f", 6, 500);
+	assert_int_equal(a.n, 2);
+	assert_int_equal(a.v[0].self, 2);
+	assert_int_equal(a.v[0].total, 2000);
+	assert_int_equal(a.v[1].self, 1);
+	assert_int_equal(a.v[1].total, 20);
+	stackagg_free(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_folded_counts_in_first_seen_order),
 		cmocka_unit_test(test_top_counts_recursion_once_and_sorts),
 		cmocka_unit_test(test_folded_text),
+		cmocka_unit_test(test_weighted_stacks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

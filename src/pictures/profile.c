@@ -1,0 +1,250 @@
+#include "profile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "opts.h"
+#include "profdata.h"
+#include "utf8.h"
+
+static const struct {
+	const char *name, *suffix;
+	enum profile_format format;
+} formats[] = {
+	{ "svg", ".svg", PROFILE_SVG },
+	{ "speedscope", ".speedscope.json", PROFILE_SPEEDSCOPE },
+	{ "pprof", ".pb.gz", PROFILE_PPROF },
+	{ "folded", ".txt", PROFILE_FOLDED },
+	{ "folded", ".folded", PROFILE_FOLDED },
+};
+
+enum { NFORMATS = sizeof(formats) / sizeof(formats[0]) };
+
+int profile_option(struct profile_out *o, bool is_format, const char *arg)
+{
+	if (!is_format) {
+		o->path = arg;
+		return 0;
+	}
+	for (size_t i = 0; i < NFORMATS; i++)
+		if (!strcmp(arg, formats[i].name)) {
+			o->format = formats[i].format;
+			return 0;
+		}
+	return opts_usage_error("--format: svg, speedscope, pprof or folded, not '%s'", arg);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* Before the run, not after it: a FILE that cannot be written (it is created, empty). */
+static int check_writable(const char *path)
+{
+	FILE *f = fopen(path, "a");
+
+	if (!f)
+		return opts_usage_error("-o %s: %s", path, strerror(errno));
+	fclose(f);
+	return 0;
+}
+
+int profile_check(struct profile_out *o)
+{
+	if (o->format != PROFILE_NONE && !o->path)
+		return opts_usage_error("--format needs -o FILE");
+	if (!o->path)
+		return 0;
+	for (size_t i = 0; o->format == PROFILE_NONE && i < NFORMATS; i++)
+		if (ends_with(o->path, formats[i].suffix))
+			o->format = formats[i].format;
+	if (o->format == PROFILE_NONE)
+		return opts_usage_error("-o %s: say --format (the name ends in none of .svg, "
+					".speedscope.json, .pb.gz, .txt)", o->path);
+	return check_writable(o->path);
+}
+
+/* "func (file:line)": name, file and line; anything else is all name. */
+static int split_frame(struct pframe *f)
+{
+	size_t n = strlen(f->text);
+	const char *open = NULL, *colon;
+
+	if (n > 4 && f->text[n - 1] == ')')
+		for (const char *p = f->text + n - 2; p > f->text; p--)
+			if (p[0] == '(' && p[-1] == ' ') {
+				open = p;
+				break;
+			}
+	colon = open ? strrchr(open, ':') : NULL;
+	if (colon && colon[1] >= '0' && colon[1] <= '9') {
+		f->name = strndup(f->text, (size_t)(open - 1 - f->text));
+		f->file = strndup(open + 1, (size_t)(colon - open - 1));
+		f->line = atoi(colon + 1);
+	} else {
+		f->name = strdup(f->text);
+		f->file = strdup("");
+	}
+	return f->name && f->file ? 0 : -1;
+}
+
+/* The index of frame text[0..len) in d, added when new; -1 when out of memory. */
+static long frame_index(struct profdata *d, struct stackagg *seen, const char *text, size_t len,
+			enum pframe_kind kind)
+{
+	struct stackagg_entry *e = stackagg_get(seen, text, len);
+	struct pframe *f;
+
+	if (!e)
+		return -1;
+	if (e->self)
+		return (long)e->self - 1;
+	if (d->nframes == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 256;
+		struct pframe *v = realloc(d->frames, cap * sizeof(*v));
+		if (!v)
+			return -1;
+		d->frames = v;
+		d->cap = cap;
+	}
+	f = &d->frames[d->nframes];
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->text = malloc(3 * len + 1); /* targets' names may be any bytes: XML and JSON want UTF-8 */
+	if (!f->text)
+		return -1;
+	utf8_repair(text, len, f->text, 3 * len + 1);
+	if (kind == PFRAME_CODE ? split_frame(f) : !(f->name = strdup(f->text)) || !(f->file = strdup("")))
+		return -1;
+	e->self = (long long)++d->nframes;
+	return (long)d->nframes - 1;
+}
+
+static size_t count_frames(const char *key)
+{
+	size_t n = 1;
+
+	for (; *key; key++)
+		n += *key == ';';
+	return n;
+}
+
+int profdata_build(struct profdata *d, const struct stackagg *agg, const struct profile_meta *m)
+{
+	struct stackagg seen;
+	size_t pooled = 0, room = 0;
+	int r = -1;
+
+	memset(d, 0, sizeof(*d));
+	d->meta = m;
+	stackagg_init(&seen);
+	for (size_t i = 0; i < agg->n; i++)
+		room += count_frames(agg->v[i].key);
+	d->pool = malloc((room ? room : 1) * sizeof(*d->pool));
+	d->stacks = calloc(agg->n ? agg->n : 1, sizeof(*d->stacks));
+	if (!d->pool || !d->stacks)
+		goto out;
+	for (size_t i = 0; i < agg->n; i++) {
+		const struct stackagg_entry *e = &agg->v[i];
+		struct pstack *s = &d->stacks[d->nstacks++];
+		const char *p = e->key;
+
+		s->frames = d->pool + pooled;
+		s->count = e->self;
+		s->weight = m->period_ns ? e->self * (long long)m->period_ns : e->total;
+		d->count += s->count;
+		d->weight += s->weight;
+		while (*p) {
+			const char *end = strchr(p, ';');
+			size_t len = end ? (size_t)(end - p) : strlen(p);
+			enum pframe_kind kind = PFRAME_CODE;
+			long idx;
+
+			if (m->per_thread && s->depth == 0)
+				kind = PFRAME_THREAD;
+			else if (len >= 2 && p[0] == '[' && p[len - 1] == ']')
+				kind = PFRAME_MARKER;
+			idx = frame_index(d, &seen, p, len, kind);
+			if (idx < 0)
+				goto out;
+			d->pool[pooled++] = (unsigned)idx;
+			s->depth++;
+			p += len;
+			while (*p == ';' || *p == ' ')
+				p++; /* "thread; frame": the root's separator has a blank */
+		}
+	}
+	r = 0;
+out:
+	stackagg_free(&seen);
+	if (r)
+		log_error("out of memory for the profile");
+	return r;
+}
+
+void profdata_free(struct profdata *d)
+{
+	for (size_t i = 0; i < d->nframes; i++) {
+		free(d->frames[i].text);
+		free(d->frames[i].name);
+		free(d->frames[i].file);
+	}
+	free(d->frames);
+	free(d->stacks);
+	free(d->pool);
+	memset(d, 0, sizeof(*d));
+}
+
+long long profdata_value(const struct profdata *d, const struct pstack *s)
+{
+	return d->meta->by_weight ? s->weight : s->count;
+}
+
+static int write_folded(FILE *f, const struct stackagg *agg)
+{
+	for (size_t i = 0; i < agg->n; i++)
+		fprintf(f, "%s %lld\n", agg->v[i].key, agg->v[i].self);
+	return ferror(f) ? -1 : 0;
+}
+
+int profile_write(const struct profile_out *o, const struct stackagg *agg, const struct profile_meta *m)
+{
+	struct profdata d;
+	FILE *f = NULL;
+	int r;
+
+	if (!o->path)
+		return 0;
+	if (o->format == PROFILE_FOLDED || o->format == PROFILE_SVG || o->format == PROFILE_SPEEDSCOPE) {
+		f = fopen(o->path, "w");
+		if (!f) {
+			log_error("-o %s: %s", o->path, strerror(errno));
+			return -1;
+		}
+	}
+	if (o->format == PROFILE_FOLDED) {
+		r = write_folded(f, agg);
+	} else if (profdata_build(&d, agg, m)) {
+		r = -1;
+		errno = ENOMEM;
+	} else {
+		if (o->format == PROFILE_SVG)
+			r = flamesvg_write(f, &d);
+		else if (o->format == PROFILE_SPEEDSCOPE)
+			r = speedscope_write(f, &d);
+		else
+			r = pprof_write(o->path, &d);
+		profdata_free(&d);
+	}
+	if (f && fclose(f) && !r)
+		r = -1;
+	if (r)
+		log_error("-o %s: not written: %s", o->path, strerror(errno));
+	return r;
+}

@@ -1,0 +1,53 @@
+/*
+ * Pictures of aggregated stacks: a tracker that folds stacks into a struct stackagg
+ * (src/base/stackagg.h: key "root;...;leaf", self = times seen, total = their weight
+ * when it is not a fixed period) writes them with -o FILE as an interactive SVG flame
+ * graph, a speedscope file, a pprof profile or folded text. The format comes from the
+ * file's name or --format. A tracker plugs in with profile_option() in its option
+ * handler, profile_check() in its check and profile_write() at the end.
+ *
+ * Frames are "func (file:line)" or "func" (src/python/pyframes.h); a frame in
+ * brackets ("[truncated]") is a marker of an incomplete stack; with per_thread the
+ * first frame of every stack is the thread's name.
+ */
+#ifndef PYEBPF_PROFILE_H
+#define PYEBPF_PROFILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "stackagg.h"
+
+enum profile_format { PROFILE_NONE, PROFILE_FOLDED, PROFILE_SVG, PROFILE_SPEEDSCOPE, PROFILE_PPROF };
+
+/* What was counted, for the legends, tooltips and sample types. */
+struct profile_meta {
+	const char *title;       /* the picture's heading, e.g. "pystack: CPU in Python" */
+	const char *count_name;  /* what self counts: "samples", "collections" */
+	const char *weight_name; /* what the weight measures, in nanoseconds: "cpu", "pause" */
+	uint64_t period_ns;      /* > 0: weight = self * period_ns (sampling); 0: weight = total */
+	bool by_weight;          /* widths by the weight, not by the count (pygc: pause time) */
+	bool per_thread;         /* the first frame of each stack is a thread name */
+};
+
+/* The -o FILE and --format settings of a tracker. */
+struct profile_out {
+	const char *path;
+	enum profile_format format;
+};
+
+/* The option table entries, in this order after the tracker's own. */
+#define PROFILE_OPT_ENTRIES(out_id, format_id)                                                   \
+	{ out_id, 'o', "output", "FILE",                                                           \
+	  "write the stacks to FILE: .svg, .speedscope.json, .pb.gz (pprof) or folded text" },      \
+	{ format_id, 0, "format", "FMT", "the format of -o: svg, speedscope, pprof or folded (default: from the name)" }
+
+/* Handles -o (is_format false) and --format; 0, or -1 after a usage error. */
+int profile_option(struct profile_out *o, bool is_format, const char *arg);
+/* After the options: the format from the name when --format did not say; 0 or -1 (said why). */
+int profile_check(struct profile_out *o);
+
+/* Writes agg to o->path (nothing without -o); 0, or -1 after saying why on stderr. */
+int profile_write(const struct profile_out *o, const struct stackagg *agg, const struct profile_meta *m);
+
+#endif
