@@ -62,7 +62,7 @@ static const struct field handoff_fields[] = {
 	{ "main_comm", FIELD_STR, NULL, "that thread's comm when it queued it; null for accept_queue", 0, NULL, 0, NULL },
 	{ "main_thread_name", FIELD_STR, NULL, "its Python name, else its comm; null for accept_queue", 0, NULL, 0, NULL },
 	{ "fd", FIELD_INT, NULL, "the connection's file descriptor", 5, "FD", 4, NULL },
-	{ "queue_path", FIELD_STR, NULL, "accept, epoll_del or accept_queue", 6, "PATH", -12, NULL },
+	{ "queue_path", FIELD_STR, NULL, "accept, epoll_del, accept_queue, or eof: a client's close handed over like a request", 6, "PATH", -12, NULL },
 	{ "pickup_via", FIELD_STR, NULL, "the syscall that ended the wait", 7, "VIA", -8, NULL },
 	{ "queued_time", FIELD_TIME, NULL, "when the wait began", 0, NULL, 0, NULL },
 	{ "pickup_time", FIELD_TIME, NULL, "when it ended", 0, NULL, 0, NULL },
@@ -80,6 +80,7 @@ static const struct field process_fields[] = {
 	{ "same_thread_reads", FIELD_INT, NULL, "connections queued and first read by the same thread", 0, NULL, 0, NULL },
 	{ "accept_queue", FIELD_INT, NULL, "accepts whose ESTABLISHED time was known", 0, NULL, 0, NULL },
 	{ "fd_reused", FIELD_INT, NULL, "queued fds that pointed to another file when read", 0, NULL, 0, NULL },
+	{ "client_closes", FIELD_INT, NULL, "connections handed to another thread that read only their end (eof records)", 0, NULL, 0, NULL },
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -99,8 +100,9 @@ static const struct field latency_fields[] = {
 
 static const struct field summary_fields[] = {
 	FIELD_METRIC,
-	{ "events", FIELD_INT, NULL, "waits seen", 0, NULL, 0, NULL },
+	{ "events", FIELD_INT, NULL, "waits seen (eof records not included)", 0, NULL, 0, NULL },
 	{ "printed", FIELD_INT, NULL, "waits printed (not hidden by --min-ms)", 0, NULL, 0, NULL },
+	{ "client_closes", FIELD_INT, NULL, "eof records: clients' closes handed over, in no statistics", 0, NULL, 0, NULL },
 	FIELD_LOST,
 	FIELD_MISSED,
 	HANDOFF_COUNTERS(PYEBPF_COUNTER_FIELD)
@@ -129,7 +131,7 @@ struct pyhandoff {
 	struct tracker base;
 	bool children;
 	double min_ms;
-	unsigned long long events, printed;
+	unsigned long long events, printed, closes;
 	struct waits *waits;
 	size_t nwaits, capwaits;
 	struct pytargets named; /* every process seen in an event: its Python thread names */
@@ -306,6 +308,8 @@ static const char *path_name(unsigned path)
 		return "epoll_del";
 	case HANDOFF_ACCEPT_QUEUE:
 		return "accept_queue";
+	case HANDOFF_EOF:
+		return "eof";
 	}
 	return "unknown";
 }
@@ -350,12 +354,18 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 	char queued[40], picked[40], name[PYTHREAD_NAME_MAX];
 	double ms = (double)(worker->ts_ns - ev->queued_ns) / 1e6;
 	int handoff = ev->path != HANDOFF_ACCEPT_QUEUE;
-	struct waits *w = waits_of(h, worker->pid, !handoff, worker->comm);
 	json_t *o;
 
-	h->events++;
-	if (w)
-		lathist_add(w->hist, worker->ts_ns - ev->queued_ns);
+	if (ev->path == HANDOFF_EOF) {
+		/* no request: printed for what it is, kept out of the waits and their statistics */
+		h->closes++;
+	} else {
+		struct waits *w = waits_of(h, worker->pid, !handoff, worker->comm);
+
+		h->events++;
+		if (w)
+			lathist_add(w->hist, worker->ts_ns - ev->queued_ns);
+	}
 	if (ms < h->min_ms)
 		return;
 	o = json_object();
@@ -388,7 +398,8 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 	json_set_str(o, "pickup_time", picked);
 	json_set_str(o, "time", picked);
 	sink_record(h->base.sink, &handoff_schema, o);
-	h->printed++;
+	if (ev->path != HANDOFF_EOF)
+		h->printed++;
 }
 
 static void on_event(void *ctx, void *data, int size)
@@ -402,6 +413,10 @@ static int attach_all(struct bpfprog *p, bool children)
 	/* where waits end first, then where they begin: no wait is begun that cannot end */
 	if (bpfprog_attach_tracepoint(p, "sock", "inet_sock_set_state") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_close") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_read") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_readv") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_recvfrom") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_recvmsg") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_read") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_readv") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_recvfrom") ||
@@ -473,6 +488,7 @@ static int report_processes(struct pyhandoff *h)
 		json_set_int(sum, "same_thread_reads", (json_int_t)c.same_thread);
 		json_set_int(sum, "accept_queue", (json_int_t)c.accepts);
 		json_set_int(sum, "fd_reused", (json_int_t)c.stale);
+		json_set_int(sum, "client_closes", (json_int_t)c.closes);
 		sink_summary_titled(h->base.sink, &process_schema, "process", sum);
 	}
 	return procs;
@@ -516,6 +532,7 @@ static void finish(struct tracker *t)
 	json_set_str(sum, "metric", summary_schema.metric);
 	json_set_int(sum, "events", (json_int_t)h->events);
 	json_set_int(sum, "printed", (json_int_t)h->printed);
+	json_set_int(sum, "client_closes", (json_int_t)h->closes);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	sink_summary(t->sink, &summary_schema, sum);

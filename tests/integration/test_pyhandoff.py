@@ -152,9 +152,13 @@ def test_gthread_keepalive_count_matches_access_log(run_tool, servers, tmp_path)
     accepts = [e for e in got if e["queue_path"] == "accept"]
     # the issue's bar: within 1% of the access log
     assert abs(len(got) - logged) <= 0.01 * logged, (len(got), logged)
-    # and exactly: one handoff per request, plus at most one per connection for its
-    # closing EOF (readable, handed to the pool, read as b"": no request)
-    assert logged <= len(got) <= logged + len(accepts), (len(got), logged, len(accepts))
+    # and exactly: one handoff per request; a connection's closing EOF (readable,
+    # handed to the pool, read as b"": no request) is an eof record instead
+    eofs = [e for e in events if e["metric"] == "handoff" and e["queue_path"] == "eof"]
+    print("handoffs %d, access log %d, eof %d" % (len(got), logged, len(eofs)))
+    # (plus at most one request per connection that wrk cut off when it stopped: read,
+    # never answered, so never logged)
+    assert logged <= len(got) <= logged + 8, (len(got), logged, len(eofs))
     for e in got:
         assert e["main_tid"] == worker, "the gthread main thread queues"
         assert e["worker_tid"] != worker and e["worker_tid"] in worker_tids
@@ -165,8 +169,10 @@ def test_gthread_keepalive_count_matches_access_log(run_tool, servers, tmp_path)
         assert e["pickup_via"] == "recvfrom"
     paths = {e["queue_path"] for e in got}
     assert paths == {"accept", "epoll_del"}
-    # every accepted connection had its accept-queue wait measured too
-    assert len(accept_waits(events, worker)) == len(accepts) >= 8
+    # every accepted connection had its accept-queue wait measured too (also those
+    # whose first read was their end)
+    assert len(accepts) <= len(accept_waits(events, worker)) <= len(accepts) + len(eofs)
+    assert len(accept_waits(events, worker)) >= 8
     s = proc_summary(events, worker)
     assert s["model"] == "handoff" and s["handoffs"] == len(got) and s["same_thread_reads"] == 0
     lat = [e for e in events if e["metric"] == "handoff_latency" and e["pid"] == worker
@@ -376,3 +382,36 @@ def test_workers_restarting_mid_run_are_followed(run_tool, servers, tmp_path):
     assert logged <= len(got) <= logged + len(accepts), (len(got), logged, len(accepts))
     for p in pids:
         assert proc_summary(events, p)["model"] == "handoff"
+
+
+def test_client_closes_are_not_requests(run_tool, servers, tmp_path):
+    """A keep-alive connection the client closes becomes readable and gthread hands it
+    to its pool like a request; the worker reads b"". 3 keep-alive curl runs (each
+    closes its connection when it exits) and one with Connection: close (the server
+    closes): 4 requests in the access log, 4 handoffs, and 3 eof records."""
+    if not shutil.which("curl"):
+        pytest.skip("curl is not installed (make deps)")
+    srv, log = gunicorn(servers, tmp_path, threads=4)
+    worker = children_of(srv.pid)[0]
+    before = len(log_lines(log)) if log.exists() else 0
+    tool = run_tool(TOOL, "-p", str(worker))
+    url = "http://127.0.0.1:%d/" % srv.port
+    for _ in range(3):
+        run(["curl", "-sf", "-o", "/dev/null", url])
+    run(["curl", "-sf", "-o", "/dev/null", "-H", "Connection: close", url])
+    time.sleep(1.0)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    events = tool.events()
+    assert len(log_lines(log)) - before == 4
+    got = handoffs(events, {worker})
+    eofs = [e for e in events if e["metric"] == "handoff" and e["queue_path"] == "eof"]
+    assert len(got) == 4, [e["queue_path"] for e in events if e["metric"] == "handoff"]
+    assert len(eofs) == 3 and all(e["main_tid"] == worker != e["worker_tid"] for e in eofs)
+    s = proc_summary(events, worker)
+    assert (s["handoffs"], s["client_closes"]) == (4, 3)
+    lat = [e for e in events if e["metric"] == "handoff_latency" and e["kind"] == "handoff"]
+    assert [e["count"] for e in lat] == [4]
+    summary = tool.summary()
+    assert summary["client_closes"] == 3
+    assert summary["events"] == len(got) + len(accept_waits(events, worker)) == summary["printed"]
