@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jsonfmt.h"
 #include "log.h"
 #include "procinfo.h"
 
@@ -207,6 +208,19 @@ struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t ti
 	else
 		snprintf(buf, len, "%.*s", (int)commlen, comm);
 	return t;
+}
+
+void pytargets_set_thread_name(struct pytargets *ts, json_t *o, const struct task_head *h)
+{
+	char name[PYTHREAD_NAME_MAX];
+
+	if (!h->pid) {
+		json_object_set_new(o, "thread_name", json_null());
+		return;
+	}
+	pytargets_thread_name(ts, (pid_t)h->pid, (pid_t)h->tid, h->comm, sizeof(h->comm), name,
+			      sizeof(name));
+	json_set_str(o, "thread_name", name);
 }
 
 /* Every process of /proc with its parent (at most max); how many, or -1. */

@@ -15,7 +15,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+#include <linux/types.h>
+
 #include "bpfprog.h"
+#include "pyebpf.h"
 #include "pyframes.h"
 #include "pyproc.h"
 
@@ -69,6 +73,12 @@ struct pytarget *pytargets_get(struct pytargets *ts, pid_t pid);
  */
 struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t tid, const char *comm,
 				       size_t commlen, char *buf, size_t len);
+
+/*
+ * A record's "thread_name" (the common field, record.h): thread h->tid's name as
+ * pytargets_thread_name gives it; null when the record has no thread (h->pid 0).
+ */
+void pytargets_set_thread_name(struct pytargets *ts, json_t *o, const struct task_head *h);
 
 /* A process and its parent. */
 struct pychild {

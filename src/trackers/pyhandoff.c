@@ -58,6 +58,7 @@ static const struct field handoff_fields[] = {
 	{ "worker_tid", FIELD_INT, NULL, "the thread that picked the connection up", 4, "WORKER", 7, NULL },
 	{ "worker_comm", FIELD_STR, NULL, "that thread's comm at the pickup", 0, NULL, 0, NULL },
 	{ "worker_thread_name", FIELD_STR, NULL, "that thread's Python name, else its comm", 9, "WORKER_THREAD", -20, NULL },
+	FIELD_THREAD_NAME(0), /* the common field: the record's thread, the worker */
 	{ "main_tid", FIELD_INT, NULL, "the thread that took the connection; null for accept_queue", 3, "MAIN", 7, NULL },
 	{ "main_comm", FIELD_STR, NULL, "that thread's comm when it queued it; null for accept_queue", 0, NULL, 0, NULL },
 	{ "main_thread_name", FIELD_STR, NULL, "its Python name, else its comm; null for accept_queue", 0, NULL, 0, NULL },
@@ -380,6 +381,7 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 	pytargets_thread_name(&h->named, (pid_t)worker->pid, (pid_t)worker->tid, worker->comm,
 			      sizeof(worker->comm), name, sizeof(name));
 	json_set_str(o, "worker_thread_name", name);
+	json_set_str(o, "thread_name", name);
 	/* the accept queue is the kernel's: no thread put the connection there */
 	json_object_set_new(o, "main_tid", handoff && ev->main_tid ? json_integer(ev->main_tid) : json_null());
 	if (handoff) {

@@ -416,6 +416,8 @@ def test_collector_calls_that_collect_nothing_are_no_pauses(run_tool, pythons, n
     window = [e for e in pauses if e["end_ns"] >= lo and e["start_ns"] <= hi]
     assert [e["generation"] for e in window] == [r[0] for r in recs], (len(window), len(recs))
     assert all(0 <= e["generation"] <= 2 for e in pauses), [e for e in pauses if e["generation"] < 0][:3]
+    # the target never imports threading: its main thread is still MainThread, as pystack says
+    assert pauses and {e["thread_name"] for e in pauses} == {"MainThread"}
     s = tool.summary()
     counts = {g["generation"]: g["count"] for g in tool.events("gc_summary")}
     assert s["events"] == len(pauses) == sum(counts.values())

@@ -163,6 +163,8 @@ def test_gthread_keepalive_count_matches_access_log(run_tool, servers, tmp_path)
         assert e["main_tid"] == worker, "the gthread main thread queues"
         assert e["worker_tid"] != worker and e["worker_tid"] in worker_tids
         assert e["tid"] == e["worker_tid"] and e["env"] == "t1"
+        # the common field names the record's thread, the worker
+        assert e["thread_name"] == e["worker_thread_name"] != e["worker_comm"]
         # outside a PID namespace the container ids are the host ids
         assert (e["container_pid"], e["container_tid"]) == (e["pid"], e["tid"]), e
         assert e["duration_ms"] == e["handoff_ms"] >= 0
