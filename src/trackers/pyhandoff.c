@@ -137,6 +137,7 @@ struct pyhandoff {
 	size_t nwaits, capwaits;
 	struct pytargets named; /* every process seen in an event: its Python thread names */
 	struct pidwatch watch;  /* the -p processes */
+	pid_t master;           /* a -p pid whose workers --children would follow, else 0 */
 };
 
 static void init(struct tracker *t)
@@ -231,11 +232,34 @@ static bool holds_listener(pid_t pid)
 	return found;
 }
 
-/* -p pids must exist; a process without a listening socket is traced with a warning. */
-static int check_targets(const struct common_opts *c, bool children)
+/* The first child of pid that holds a listening socket (a pre-fork worker), or 0. */
+static pid_t listening_child(pid_t pid)
 {
+	enum { MAX = 4096 };
+	struct pychild *kids = malloc(MAX * sizeof(*kids));
+	int n = kids ? pytargets_descendants(&pid, 1, kids, MAX) : 0;
+	pid_t found = 0;
+
+	for (int i = 0; i < n && !found; i++)
+		if (kids[i].ppid == pid && holds_listener(kids[i].pid))
+			found = kids[i].pid;
+	free(kids);
+	return found;
+}
+
+/*
+ * -p pids must exist; a process without a listening socket is traced with a warning.
+ * Without --children, a pre-fork master (gunicorn, uwsgi: children that hold its
+ * listening socket) is traced as asked, with the advice to follow its workers: -p
+ * means that process in every tool, and only the workers accept and hand off.
+ * Returns the first such master, 0 when none, -1 after an error.
+ */
+static pid_t check_targets(const struct common_opts *c, bool children)
+{
+	pid_t master = 0;
+
 	for (int i = 0; i < c->npids; i++) {
-		pid_t pid = c->pids[i];
+		pid_t pid = c->pids[i], worker;
 		char comm[32] = "?";
 
 		if (!procinfo_exists(pid)) {
@@ -247,8 +271,15 @@ static int check_targets(const struct common_opts *c, bool children)
 			log_warn("pid %d (comm \"%s\") holds no listening TCP socket: it does not look like "
 				 "a server%s; tracing it anyway", pid, comm,
 				 children ? " (its children may be)" : "");
+		else if (!children && (worker = listening_child(pid))) {
+			log_warn("pid %d (comm \"%s\") has worker children that share its listening "
+				 "socket (pid %d, ...): they accept and hand off, not pid %d; add "
+				 "--children to follow them", pid, comm, worker, pid);
+			if (!master)
+				master = pid;
+		}
 	}
-	return 0;
+	return master;
 }
 
 /* Kernel struct offsets (from BTF) and settings as -D options; then the -p pids are checked. */
@@ -273,7 +304,10 @@ static int prepare(struct tracker *t)
 		cflags_add(cf, "-DFOLLOW_CHILDREN");
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = pyhandoff_bpf_text;
-	return t->common->print_ebpf ? 0 : check_targets(t->common, h->children);
+	if (t->common->print_ebpf)
+		return 0;
+	h->master = check_targets(t->common, h->children);
+	return h->master < 0 ? -1 : 0;
 }
 
 /* --children: the running descendants of the -p pids go into the BPF "children" map. */
@@ -528,7 +562,10 @@ static void finish(struct tracker *t)
 	int procs = report_processes(h);
 
 	report_latencies(h);
-	if (!procs)
+	if (!procs && h->master)
+		log_info("no accept or handoff seen in the traced processes: pid %d's workers do "
+			 "that; run again with --children", h->master);
+	else if (!procs)
 		log_info("no accept or handoff seen in the traced processes");
 	sum = json_object();
 	json_set_str(sum, "metric", summary_schema.metric);

@@ -424,3 +424,33 @@ def test_collector_calls_that_collect_nothing_are_no_pauses(run_tool, pythons, n
     if all(e["hook"] != "usdt" for e in pauses):
         # the uprobe on the collector saw the calls (USDT fires only once a generation is chosen)
         assert s["nothing_due"] >= 50, s
+
+
+def test_target_that_exits_during_the_compile(pythons):
+    """pygc plans its hooks from the target, then compiles for a second or more; a
+    target killed then is said to have exited, and the run ends as when the only
+    target exits mid-trace: summary, status 0 (not "attaching uprobe failed")."""
+    cmd = python_cmd(pythons, "debian-3.11")
+    target = subprocess.Popen(cmd + ["-c", "import time; time.sleep(600)"])
+    tool = subprocess.Popen([tool_path("pygc"), "-j", "-p", str(target.pid)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        seen = ""
+        while "pid %d: CPython" % target.pid not in seen:  # planned: the compile starts now
+            line = tool.stderr.readline()
+            assert line, seen
+            seen += line
+        target.kill()
+        target.wait()
+        out, err = tool.communicate(timeout=120)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.wait()
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    assert tool.returncode == 0, err
+    assert "target pid %d exited before its probes were attached" % target.pid in err, err
+    assert "failed" not in err
+    assert '"metric":"pygc_summary"' in out

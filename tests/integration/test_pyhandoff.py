@@ -417,3 +417,30 @@ def test_client_closes_are_not_requests(run_tool, servers, tmp_path):
     summary = tool.summary()
     assert summary["client_closes"] == 3
     assert summary["events"] == len(got) + len(accept_waits(events, worker)) == summary["printed"]
+
+
+def test_master_without_children_suggests_them(run_tool, servers, tmp_path):
+    """-p on gunicorn's master without --children: the master only forks and watches,
+    its worker (which shares the listening socket) accepts and hands off. pyhandoff
+    traces what it was asked to and says why that sees nothing, naming the worker and
+    --children, at the start and again at the end."""
+    srv, log = gunicorn(servers, tmp_path, threads=4)
+    worker = children_of(srv.pid)[0]
+    tool = run_tool(TOOL, "-p", str(srv.pid))
+    for _ in range(3):
+        run(["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:%d/" % srv.port])
+    time.sleep(0.5)
+    tool.stop()
+    assert tool.returncode == 0, tool.stderr
+    assert len(log_lines(log)) >= 3
+    assert handoffs(tool.events()) == []  # the master hands nothing off
+    start = "pid %d (comm " % srv.pid
+    assert start in tool.stderr and "has worker children" in tool.stderr, tool.stderr
+    assert "(pid %d, ...)" % worker in tool.stderr and "add --children" in tool.stderr
+    assert "pid %d's workers do that; run again with --children" % srv.pid in tool.stderr
+    # with --children there is no such advice
+    again = run_tool(TOOL, "-p", str(srv.pid), "--children")
+    run(["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:%d/" % srv.port])
+    time.sleep(0.5)
+    again.stop()
+    assert "worker children" not in again.stderr and len(handoffs(again.events(), {worker})) == 1

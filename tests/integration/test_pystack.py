@@ -546,3 +546,23 @@ def test_samples_without_frames_are_counted_not_printed(pystack):
     assert summary["no_frames"] >= 0.3 * freeing * 499, (summary, freeing)
     assert summary["samples"] == (summary["python_stacks"] + summary["idle"]
                                   + summary["no_frames"] + summary["errors"])
+
+
+def test_target_that_exited_is_said_so(pythons):
+    """A target that has exited but is not reaped yet (a zombie: its pid still exists,
+    its maps are empty) is said to have exited, not to be "no CPython"."""
+    cmd = supported(pythons).get("debian-3.11") or next(iter(supported(pythons).values()))
+    p = subprocess.Popen(cmd + ["-c", "pass"])
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:  # exited, not reaped: Popen.poll() would reap it
+            with open("/proc/%d/stat" % p.pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.05)
+        res = run([tool_path("pystack"), "-p", str(p.pid), "-d", "1"], check=False)
+    finally:
+        p.wait()
+    assert res.returncode == 1
+    assert "pystack: pid %d exited before it could be traced" % p.pid in res.stderr, res.stderr
+    assert "no CPython" not in res.stderr and "/maps" not in res.stderr
