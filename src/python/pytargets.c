@@ -96,6 +96,7 @@ static struct pytarget *append(struct pytargets *ts, pid_t pid, struct pyproc *p
 	ts->alive += t->watched;
 	ts->watched += t->watched;
 	ts->added++;
+	ts->added_python += py != NULL;
 	if (py && ts->announce) {
 		char what[700];
 		pyproc_describe(py, true, what, sizeof(what));
@@ -306,13 +307,31 @@ int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog)
 	return r;
 }
 
+int pytargets_add_all(struct pytargets *ts)
+{
+	struct pychild *all = malloc(SCAN_MAX * sizeof(*all));
+	int n = all ? list_processes(all, SCAN_MAX) : -1, python = 0;
+
+	drop_gone(ts);
+	for (int i = 0; i < n; i++)
+		if (all[i].pid != getpid() && !pytargets_find(ts, all[i].pid))
+			pytargets_add(ts, all[i].pid, false);
+	free(all);
+	for (int i = 0; i < ts->n; i++)
+		python += ts->v[i].py != NULL;
+	return python;
+}
+
 bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns)
 {
 	int alive = ts->alive;
 
-	if (ts->children && now_ns >= ts->next_children_ns) {
+	if ((ts->children || ts->all) && now_ns >= ts->next_children_ns) {
 		ts->next_children_ns = now_ns + 1000000000ull;
-		pytargets_add_children(ts);
+		if (ts->all)
+			pytargets_add_all(ts);
+		else
+			pytargets_add_children(ts);
 	}
 	if (now_ns >= ts->next_exits_ns) {
 		ts->next_exits_ns = now_ns + 200000000ull;
