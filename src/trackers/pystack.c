@@ -65,7 +65,7 @@ static const struct field sample_fields[] = {
 	{ "stack_depth", FIELD_INT, NULL, "frames in stack, without the markers", 0, NULL, 0, NULL },
 	{ "leaf_func", FIELD_STR, NULL, "the innermost frame's qualified name", 0, NULL, 0, NULL },
 	{ "leaf_file", FIELD_STR, NULL, "the innermost frame's file; null when unknown", 0, NULL, 0, NULL },
-	{ "leaf_line", FIELD_INT, NULL, "the innermost frame's current line; null when unknown", 0, NULL, 0, NULL },
+	{ "leaf_line", FIELD_INT, NULL, "the innermost frame's current line; null when it has none or is unknown", 0, NULL, 0, NULL },
 	{ "status", FIELD_STR, NULL, "complete, truncated, or error: with the reason", 0, NULL, 0, NULL },
 	FIELD_ENV,
 	FIELD_END,
@@ -218,7 +218,8 @@ static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct py
 	json_set_str(o, "leaf_func", leaf ? leaf->func : "");
 	if (leaf && leaf->file[0]) {
 		json_set_str(o, "leaf_file", leaf->file);
-		json_set_int(o, "leaf_line", leaf->line);
+		/* 0: an instruction without a location (CPython's co_lines() says None) */
+		record_set_int_or_null(o, "leaf_line", leaf->line, leaf->line > 0);
 	} else {
 		json_object_set_new(o, "leaf_file", json_null());
 		json_object_set_new(o, "leaf_line", json_null());
