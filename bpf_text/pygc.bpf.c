@@ -88,6 +88,15 @@ static __always_inline int gc_finish(struct pt_regs *ctx, s64 collected, u32 sou
 #endif
 		return 0;
 	}
+	/*
+	 * 3.13+: an automatic call (generation -1) that chose no generation returns at
+	 * once, without callbacks: nothing was collected, so there is no event.
+	 */
+	if (p->generation < 0) {
+		pending.delete(&id);
+		counter_add(PYGC_CNT_NOTHING_DUE, 1);
+		return 0;
+	}
 	ev->start_ns = p->start_ns ? p->start_ns : p->entry_ns;
 	ev->end_ns = p->end_ns ? p->end_ns : now;
 	ev->generation = (s32)p->generation;

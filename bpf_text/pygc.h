@@ -17,7 +17,9 @@ enum pygc_source {
 	X(PYGC_CNT_MAP_FULL, "map_full",                                                          \
 	  "collections not followed because the tracking map was full")                           \
 	X(PYGC_CNT_NO_START, "started_before_tracing",                                            \
-	  "collections already running when tracing began (not reported)")
+	  "collections already running when tracing began (not reported)")                      \
+	X(PYGC_CNT_NOTHING_DUE, "nothing_due",                                                    \
+	  "automatic collector calls that found no generation due and returned (not reported)")
 enum pygc_counter { PYGC_COUNTERS(PYEBPF_COUNTER_ID) PYGC_CNT_MAX };
 
 struct pygc_event {

@@ -7,7 +7,9 @@
  * gthread main loop does before it submits the connection to its pool. Picked up:
  * the first read of that fd (read, readv, recvfrom, recvmsg) by thread B != A of the
  * same process. A first read by A itself means there was no handoff (uwsgi's threads
- * accept and read their own connections): counted, not emitted. The struct file
+ * accept and read their own connections): counted, not emitted. The event goes out
+ * when that read returns: a read of 0 bytes is the client's close handed over like a
+ * request (a keep-alive connection the client ended), reported as HANDOFF_EOF. The struct file
  * behind the fd is remembered, so a closed and reused fd number never matches.
  *
  * Accept queue: the child socket's SYN_RECV -> ESTABLISHED (sock:inet_sock_set_state)
@@ -120,6 +122,9 @@ static __always_inline void accepted(void *ctx, long fd, u8 via)
 	queue_fd(pid_tgid, fd, file, HANDOFF_ACCEPT);
 }
 
+/* A thread's handoff whose first read has not returned yet (the thread is in that read) */
+BPF_HASH(reading, u64, struct handoff_event, 4096);
+
 /* The first read of a queued fd: a handoff when another thread of the process reads it. */
 static __always_inline void read_fd(void *ctx, long fd, u8 via)
 {
@@ -156,9 +161,28 @@ static __always_inline void read_fd(void *ctx, long fd, u8 via)
 	ev.via = via;
 	__builtin_memcpy(ev.main_comm, q->comm, sizeof(ev.main_comm));
 	pending.delete(&k);
-	emit_event(ctx, &ev, sizeof(ev));
-	if (c)
+	if (reading.update(&pid_tgid, &ev))
+		counter_add(HANDOFF_CNT_MAP_FULL, 1);
+}
+
+/* That read returned: 0 bytes is end of file, the client's close and no request. */
+static __always_inline void read_done(void *ctx, long ret)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct handoff_event *ev = reading.lookup(&pid_tgid);
+	struct handoff_proc_counts *c;
+
+	if (!ev)
+		return;
+	c = proc_counts(pid_tgid >> 32);
+	if (ret == 0)
+		ev->path = HANDOFF_EOF;
+	if (c && ret == 0)
+		__sync_fetch_and_add(&c->closes, 1);
+	else if (c)
 		__sync_fetch_and_add(&c->handoffs, 1);
+	emit_event(ctx, ev, sizeof(*ev));
+	reading.delete(&pid_tgid);
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_accept4)
@@ -227,6 +251,30 @@ TRACEPOINT_PROBE(syscalls, sys_enter_recvfrom)
 TRACEPOINT_PROBE(syscalls, sys_enter_recvmsg)
 {
 	read_fd(args, args->fd, VIA_RECVMSG);
+	return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_read)
+{
+	read_done(args, args->ret);
+	return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_readv)
+{
+	read_done(args, args->ret);
+	return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_recvfrom)
+{
+	read_done(args, args->ret);
+	return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_recvmsg)
+{
+	read_done(args, args->ret);
 	return 0;
 }
 

@@ -9,6 +9,8 @@ enum handoff_path {
 	HANDOFF_ACCEPT = 1,       /* accept4() returned it in one thread, another thread read it */
 	HANDOFF_EPOLL_DEL = 2,    /* epoll_ctl(EPOLL_CTL_DEL) on a keep-alive connection, then another thread read it */
 	HANDOFF_ACCEPT_QUEUE = 3, /* ESTABLISHED in the kernel, then the application's accept() */
+	HANDOFF_EOF = 4,          /* accept or epoll_del, then the other thread's first read got 0
+				     bytes: the client had closed (no request) */
 };
 
 /* The syscall that ended the wait. */
@@ -42,6 +44,7 @@ struct handoff_proc_counts {
 	__u64 same_thread;    /* queued and first read by the same thread: no handoff */
 	__u64 accepts;        /* accept()s whose ESTABLISHED time was known */
 	__u64 stale;          /* the fd pointed to another file when read: reused, no event */
+	__u64 closes;         /* handed to another thread whose first read got end of file */
 };
 
 /* The program's counters (pyebpf.h): things that did not go as planned. */

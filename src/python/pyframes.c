@@ -167,6 +167,9 @@ void pyframes_thread_name(struct pyproc *py, struct pythread_names *c, pid_t tid
 	}
 	if (t && t->python_name && t->name[0])
 		snprintf(buf, len, "%s", t->name);
+	else if (py && tid == pyproc_pid(py))
+		/* threading not imported (or not this thread's name yet): what it calls the main thread */
+		snprintf(buf, len, "MainThread");
 	else
 		snprintf(buf, len, "%.*s", (int)commlen, comm);
 }

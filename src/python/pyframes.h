@@ -67,7 +67,9 @@ struct pythread_names {
 void pythread_names_free(struct pythread_names *c);
 
 /*
- * Into buf: the name of host thread tid of py, threading's Thread.name, else comm (the
+ * Into buf: the name of host thread tid of py, threading's Thread.name, else
+ * "MainThread" for the process's main thread (tid == pid: threading's name for it, so
+ * every tool names it alike whether or not threading was imported), else comm (the
  * kernel's, commlen bytes at most, from the event). Threads are matched by pthread id
  * (pyproc_threads), which also holds in a forked worker whose threading native ids are
  * still its parent's. An unknown tid rereads the threads at most every 200 ms, one

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "procinfo.h"
 #include "usdt.h"
 
 struct pyhook_plan {
@@ -408,8 +409,21 @@ char *pyhooks_text(const struct pyhook_plan *plan, const char *tool_text)
 
 int pyhooks_attach(const struct pyhook_plan *plan, struct bpfprog *p)
 {
+	pid_t gone = 0;
+
 	for (int i = 0; i < plan->n; i++) {
 		const struct pyhook *h = &plan->hooks[i];
+
+		/*
+		 * A target that exited since it was planned (during the compile) is not
+		 * an error: said once, and the run ends like one whose target exited.
+		 */
+		if (h->pid > 0 && (h->pid == gone || !procinfo_alive(h->pid))) {
+			if (h->pid != gone)
+				log_warn("target pid %d exited before its probes were attached", h->pid);
+			gone = h->pid;
+			continue;
+		}
 		if (bpfprog_attach_uprobe(p, h->fn, h->binary, h->offset, h->pid,
 					  h->kind == PYHOOK_URETPROBE, h->ref_ctr))
 			return -1;

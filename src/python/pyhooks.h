@@ -149,7 +149,10 @@ int pyhooks_plan_system(struct pyhook_plan *plan, const struct pyhook_planner *p
  */
 char *pyhooks_text(const struct pyhook_plan *plan, const char *tool_text);
 
-/* Attaches every hook of the plan to p's functions. 0, or -1 after an error message. */
+/*
+ * Attaches every hook of the plan to p's functions; those of a pid that has exited
+ * since are left out with a warning. 0, or -1 after an error message.
+ */
 int pyhooks_attach(const struct pyhook_plan *plan, struct bpfprog *p);
 
 #endif

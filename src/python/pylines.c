@@ -107,6 +107,13 @@ int pylines_locations(const uint8_t *tab, size_t len, int firstlineno, int unit)
 
 int pylines_line(int minor, const uint8_t *tab, size_t len, int firstlineno, uint32_t instr)
 {
+	/*
+	 * A frame that has not run an instruction yet: f_lasti -1 (3.8-3.10), or 3.11 and
+	 * 3.12's prev_instr one code unit before the first (index -1). CPython's
+	 * PyCode_Addr2Line answers co_firstlineno for a negative address.
+	 */
+	if ((int)instr < 0)
+		return firstlineno;
 	if (minor <= 9)
 		return pylines_lnotab(tab, len, firstlineno, (int)instr);
 	if (minor == 10)

@@ -307,6 +307,9 @@ struct pyproc *pyproc_open(pid_t pid, struct pyproc_error *err)
 	free(maps);
 	return p;
 fail:
+	/* a target that exits while it is read fails somewhere: say what happened */
+	if (!procinfo_alive(pid))
+		set_error(err, PYPROC_ENOPROC, "pid %d exited before it could be traced", pid);
 	free(maps);
 	pyproc_close(p);
 	return NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jsonfmt.h"
 #include "log.h"
 #include "procinfo.h"
 
@@ -95,6 +96,7 @@ static struct pytarget *append(struct pytargets *ts, pid_t pid, struct pyproc *p
 	ts->alive += t->watched;
 	ts->watched += t->watched;
 	ts->added++;
+	ts->added_python += py != NULL;
 	if (py && ts->announce) {
 		char what[700];
 		pyproc_describe(py, true, what, sizeof(what));
@@ -209,6 +211,19 @@ struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t ti
 	return t;
 }
 
+void pytargets_set_thread_name(struct pytargets *ts, json_t *o, const struct task_head *h)
+{
+	char name[PYTHREAD_NAME_MAX];
+
+	if (!h->pid) {
+		json_object_set_new(o, "thread_name", json_null());
+		return;
+	}
+	pytargets_thread_name(ts, (pid_t)h->pid, (pid_t)h->tid, h->comm, sizeof(h->comm), name,
+			      sizeof(name));
+	json_set_str(o, "thread_name", name);
+}
+
 /* Every process of /proc with its parent (at most max); how many, or -1. */
 static int list_processes(struct pychild *out, int max)
 {
@@ -292,13 +307,31 @@ int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog)
 	return r;
 }
 
+int pytargets_add_all(struct pytargets *ts)
+{
+	struct pychild *all = malloc(SCAN_MAX * sizeof(*all));
+	int n = all ? list_processes(all, SCAN_MAX) : -1, python = 0;
+
+	drop_gone(ts);
+	for (int i = 0; i < n; i++)
+		if (all[i].pid != getpid() && !pytargets_find(ts, all[i].pid))
+			pytargets_add(ts, all[i].pid, false);
+	free(all);
+	for (int i = 0; i < ts->n; i++)
+		python += ts->v[i].py != NULL;
+	return python;
+}
+
 bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns)
 {
 	int alive = ts->alive;
 
-	if (ts->children && now_ns >= ts->next_children_ns) {
+	if ((ts->children || ts->all) && now_ns >= ts->next_children_ns) {
 		ts->next_children_ns = now_ns + 1000000000ull;
-		pytargets_add_children(ts);
+		if (ts->all)
+			pytargets_add_all(ts);
+		else
+			pytargets_add_children(ts);
 	}
 	if (now_ns >= ts->next_exits_ns) {
 		ts->next_exits_ns = now_ns + 200000000ull;

@@ -15,7 +15,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+#include <linux/types.h>
+
 #include "bpfprog.h"
+#include "pyebpf.h"
 #include "pyframes.h"
 #include "pyproc.h"
 
@@ -31,6 +35,7 @@ struct pytargets {
 	/* Settings, before the first target. */
 	int max;                /* targets kept at most */
 	bool children;          /* pytargets_refresh adds the targets' new descendants */
+	bool all;               /* pytargets_refresh adds every new process of the host (unwatched) */
 	bool lazy;              /* pytargets_get opens a process it has not seen */
 	bool announce;          /* says "pid N: CPython 3.X.Y (source) in PATH" for each CPython added */
 	/* State. */
@@ -39,6 +44,7 @@ struct pytargets {
 	int watched;            /* targets ever watched */
 	int alive;              /* ... that have not exited */
 	unsigned long long added; /* targets ever added (the summaries' "processes") */
+	unsigned long long added_python; /* ... of them CPython */
 	struct bpfprog *walker; /* set: each CPython target's layout goes to its py_config */
 	uint64_t next_exits_ns, next_children_ns;
 };
@@ -70,6 +76,12 @@ struct pytarget *pytargets_get(struct pytargets *ts, pid_t pid);
 struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t tid, const char *comm,
 				       size_t commlen, char *buf, size_t len);
 
+/*
+ * A record's "thread_name" (the common field, record.h): thread h->tid's name as
+ * pytargets_thread_name gives it; null when the record has no thread (h->pid 0).
+ */
+void pytargets_set_thread_name(struct pytargets *ts, json_t *o, const struct task_head *h);
+
 /* A process and its parent. */
 struct pychild {
 	pid_t pid, ppid;
@@ -78,6 +90,11 @@ struct pychild {
 int pytargets_descendants(const pid_t *roots, int nroots, struct pychild *out, int max);
 /* --children: adds every descendant of the targets not in the set yet (watched when CPython). */
 void pytargets_add_children(struct pytargets *ts);
+/*
+ * Every process of the host not in the set yet (but this one), unwatched; the gone
+ * unwatched ones are let go first. How many CPython processes the set has then.
+ */
+int pytargets_add_all(struct pytargets *ts);
 
 /*
  * The stack walker (bpf_text/python.bpf.h) of prog gets the layout of every CPython
@@ -87,7 +104,8 @@ void pytargets_add_children(struct pytargets *ts);
 int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog);
 
 /*
- * After every poll: with children, adds the new descendants (every second); says
+ * After every poll: with children, adds the new descendants, with all every new
+ * process (every second); says
  * which watched targets exited (every 200 ms). True once every watched target has
  * exited (never when none was watched).
  */

@@ -25,7 +25,7 @@
 	  "thread id in its own PID namespace (equal to tid outside containers)", 0, NULL, 0, NULL }
 #define FIELD_COMM(col) { "comm", FIELD_STR, NULL, "the thread's comm at the time", col, "COMM", -15, NULL }
 #define FIELD_THREAD_NAME(col) \
-	{ "thread_name", FIELD_STR, NULL, "the Python thread's name (else its comm)", col, "THREAD", -16, NULL }
+	{ "thread_name", FIELD_STR, NULL, "the Python thread's name (MainThread for the main thread), else its comm", col, "THREAD", -16, NULL }
 #define FIELD_TIME(col) { "time", FIELD_TIME, NULL, "wall-clock time, UTC, ISO 8601 with microseconds", col, "TIME", -27, NULL }
 
 /*

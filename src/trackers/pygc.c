@@ -263,6 +263,9 @@ static int plan_uprobes(struct pyhook_plan *plan, const struct pyhook_target *t,
 			return -1;
 		if (n)
 			snprintf(how + strlen(how), howlen - strlen(how), " timed between its callbacks");
+		else /* the generation of an automatic collection shows only in the callback call */
+			snprintf(how + strlen(how), howlen - strlen(how),
+				 " (no invoke_gc_callback symbol: automatic collections are not seen)");
 	}
 	return 0;
 }

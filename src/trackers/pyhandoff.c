@@ -58,11 +58,12 @@ static const struct field handoff_fields[] = {
 	{ "worker_tid", FIELD_INT, NULL, "the thread that picked the connection up", 4, "WORKER", 7, NULL },
 	{ "worker_comm", FIELD_STR, NULL, "that thread's comm at the pickup", 0, NULL, 0, NULL },
 	{ "worker_thread_name", FIELD_STR, NULL, "that thread's Python name, else its comm", 9, "WORKER_THREAD", -20, NULL },
+	FIELD_THREAD_NAME(0), /* the common field: the record's thread, the worker */
 	{ "main_tid", FIELD_INT, NULL, "the thread that took the connection; null for accept_queue", 3, "MAIN", 7, NULL },
 	{ "main_comm", FIELD_STR, NULL, "that thread's comm when it queued it; null for accept_queue", 0, NULL, 0, NULL },
 	{ "main_thread_name", FIELD_STR, NULL, "its Python name, else its comm; null for accept_queue", 0, NULL, 0, NULL },
 	{ "fd", FIELD_INT, NULL, "the connection's file descriptor", 5, "FD", 4, NULL },
-	{ "queue_path", FIELD_STR, NULL, "accept, epoll_del or accept_queue", 6, "PATH", -12, NULL },
+	{ "queue_path", FIELD_STR, NULL, "accept, epoll_del, accept_queue, or eof: a client's close handed over like a request", 6, "PATH", -12, NULL },
 	{ "pickup_via", FIELD_STR, NULL, "the syscall that ended the wait", 7, "VIA", -8, NULL },
 	{ "queued_time", FIELD_TIME, NULL, "when the wait began", 0, NULL, 0, NULL },
 	{ "pickup_time", FIELD_TIME, NULL, "when it ended", 0, NULL, 0, NULL },
@@ -80,6 +81,7 @@ static const struct field process_fields[] = {
 	{ "same_thread_reads", FIELD_INT, NULL, "connections queued and first read by the same thread", 0, NULL, 0, NULL },
 	{ "accept_queue", FIELD_INT, NULL, "accepts whose ESTABLISHED time was known", 0, NULL, 0, NULL },
 	{ "fd_reused", FIELD_INT, NULL, "queued fds that pointed to another file when read", 0, NULL, 0, NULL },
+	{ "client_closes", FIELD_INT, NULL, "connections handed to another thread that read only their end (eof records)", 0, NULL, 0, NULL },
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -99,8 +101,9 @@ static const struct field latency_fields[] = {
 
 static const struct field summary_fields[] = {
 	FIELD_METRIC,
-	{ "events", FIELD_INT, NULL, "waits seen", 0, NULL, 0, NULL },
+	{ "events", FIELD_INT, NULL, "waits seen (eof records not included)", 0, NULL, 0, NULL },
 	{ "printed", FIELD_INT, NULL, "waits printed (not hidden by --min-ms)", 0, NULL, 0, NULL },
+	{ "client_closes", FIELD_INT, NULL, "eof records: clients' closes handed over, in no statistics", 0, NULL, 0, NULL },
 	FIELD_LOST,
 	FIELD_MISSED,
 	HANDOFF_COUNTERS(PYEBPF_COUNTER_FIELD)
@@ -129,11 +132,12 @@ struct pyhandoff {
 	struct tracker base;
 	bool children;
 	double min_ms;
-	unsigned long long events, printed;
+	unsigned long long events, printed, closes;
 	struct waits *waits;
 	size_t nwaits, capwaits;
 	struct pytargets named; /* every process seen in an event: its Python thread names */
 	struct pidwatch watch;  /* the -p processes */
+	pid_t master;           /* a -p pid whose workers --children would follow, else 0 */
 };
 
 static void init(struct tracker *t)
@@ -228,11 +232,34 @@ static bool holds_listener(pid_t pid)
 	return found;
 }
 
-/* -p pids must exist; a process without a listening socket is traced with a warning. */
-static int check_targets(const struct common_opts *c, bool children)
+/* The first child of pid that holds a listening socket (a pre-fork worker), or 0. */
+static pid_t listening_child(pid_t pid)
 {
+	enum { MAX = 4096 };
+	struct pychild *kids = malloc(MAX * sizeof(*kids));
+	int n = kids ? pytargets_descendants(&pid, 1, kids, MAX) : 0;
+	pid_t found = 0;
+
+	for (int i = 0; i < n && !found; i++)
+		if (kids[i].ppid == pid && holds_listener(kids[i].pid))
+			found = kids[i].pid;
+	free(kids);
+	return found;
+}
+
+/*
+ * -p pids must exist; a process without a listening socket is traced with a warning.
+ * Without --children, a pre-fork master (gunicorn, uwsgi: children that hold its
+ * listening socket) is traced as asked, with the advice to follow its workers: -p
+ * means that process in every tool, and only the workers accept and hand off.
+ * Returns the first such master, 0 when none, -1 after an error.
+ */
+static pid_t check_targets(const struct common_opts *c, bool children)
+{
+	pid_t master = 0;
+
 	for (int i = 0; i < c->npids; i++) {
-		pid_t pid = c->pids[i];
+		pid_t pid = c->pids[i], worker;
 		char comm[32] = "?";
 
 		if (!procinfo_exists(pid)) {
@@ -244,8 +271,15 @@ static int check_targets(const struct common_opts *c, bool children)
 			log_warn("pid %d (comm \"%s\") holds no listening TCP socket: it does not look like "
 				 "a server%s; tracing it anyway", pid, comm,
 				 children ? " (its children may be)" : "");
+		else if (!children && (worker = listening_child(pid))) {
+			log_warn("pid %d (comm \"%s\") has worker children that share its listening "
+				 "socket (pid %d, ...): they accept and hand off, not pid %d; add "
+				 "--children to follow them", pid, comm, worker, pid);
+			if (!master)
+				master = pid;
+		}
 	}
-	return 0;
+	return master;
 }
 
 /* Kernel struct offsets (from BTF) and settings as -D options; then the -p pids are checked. */
@@ -270,7 +304,10 @@ static int prepare(struct tracker *t)
 		cflags_add(cf, "-DFOLLOW_CHILDREN");
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = pyhandoff_bpf_text;
-	return t->common->print_ebpf ? 0 : check_targets(t->common, h->children);
+	if (t->common->print_ebpf)
+		return 0;
+	h->master = check_targets(t->common, h->children);
+	return h->master < 0 ? -1 : 0;
 }
 
 /* --children: the running descendants of the -p pids go into the BPF "children" map. */
@@ -306,6 +343,8 @@ static const char *path_name(unsigned path)
 		return "epoll_del";
 	case HANDOFF_ACCEPT_QUEUE:
 		return "accept_queue";
+	case HANDOFF_EOF:
+		return "eof";
 	}
 	return "unknown";
 }
@@ -350,12 +389,18 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 	char queued[40], picked[40], name[PYTHREAD_NAME_MAX];
 	double ms = (double)(worker->ts_ns - ev->queued_ns) / 1e6;
 	int handoff = ev->path != HANDOFF_ACCEPT_QUEUE;
-	struct waits *w = waits_of(h, worker->pid, !handoff, worker->comm);
 	json_t *o;
 
-	h->events++;
-	if (w)
-		lathist_add(w->hist, worker->ts_ns - ev->queued_ns);
+	if (ev->path == HANDOFF_EOF) {
+		/* no request: printed for what it is, kept out of the waits and their statistics */
+		h->closes++;
+	} else {
+		struct waits *w = waits_of(h, worker->pid, !handoff, worker->comm);
+
+		h->events++;
+		if (w)
+			lathist_add(w->hist, worker->ts_ns - ev->queued_ns);
+	}
 	if (ms < h->min_ms)
 		return;
 	o = json_object();
@@ -370,6 +415,7 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 	pytargets_thread_name(&h->named, (pid_t)worker->pid, (pid_t)worker->tid, worker->comm,
 			      sizeof(worker->comm), name, sizeof(name));
 	json_set_str(o, "worker_thread_name", name);
+	json_set_str(o, "thread_name", name);
 	/* the accept queue is the kernel's: no thread put the connection there */
 	json_object_set_new(o, "main_tid", handoff && ev->main_tid ? json_integer(ev->main_tid) : json_null());
 	if (handoff) {
@@ -388,7 +434,8 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 	json_set_str(o, "pickup_time", picked);
 	json_set_str(o, "time", picked);
 	sink_record(h->base.sink, &handoff_schema, o);
-	h->printed++;
+	if (ev->path != HANDOFF_EOF)
+		h->printed++;
 }
 
 static void on_event(void *ctx, void *data, int size)
@@ -402,6 +449,10 @@ static int attach_all(struct bpfprog *p, bool children)
 	/* where waits end first, then where they begin: no wait is begun that cannot end */
 	if (bpfprog_attach_tracepoint(p, "sock", "inet_sock_set_state") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_close") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_read") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_readv") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_recvfrom") ||
+	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_recvmsg") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_read") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_readv") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_recvfrom") ||
@@ -473,6 +524,7 @@ static int report_processes(struct pyhandoff *h)
 		json_set_int(sum, "same_thread_reads", (json_int_t)c.same_thread);
 		json_set_int(sum, "accept_queue", (json_int_t)c.accepts);
 		json_set_int(sum, "fd_reused", (json_int_t)c.stale);
+		json_set_int(sum, "client_closes", (json_int_t)c.closes);
 		sink_result_titled(h->base.sink, &process_schema, "process", sum);
 	}
 	return procs;
@@ -528,12 +580,16 @@ static void finish(struct tracker *t)
 	int procs = report_processes(h);
 
 	report_latencies(h);
-	if (!procs)
+	if (!procs && h->master)
+		log_info("no accept or handoff seen in the traced processes: pid %d's workers do "
+			 "that; run again with --children", h->master);
+	else if (!procs)
 		log_info("no accept or handoff seen in the traced processes");
 	sum = json_object();
 	json_set_str(sum, "metric", summary_schema.metric);
 	json_set_int(sum, "events", (json_int_t)h->events);
 	json_set_int(sum, "printed", (json_int_t)h->printed);
+	json_set_int(sum, "client_closes", (json_int_t)h->closes);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	sink_summary(t->sink, &summary_schema, sum);

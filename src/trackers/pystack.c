@@ -27,8 +27,11 @@
 
 extern const char pystack_bpf_text[];
 
-/* Target processes at most (--children can add many). */
-enum { MAX_TARGETS = 256 };
+/*
+ * Target processes at most (--children can add many); without -p every process of the
+ * host is looked at once and kept (CPython or not, so it is not opened again).
+ */
+enum { MAX_TARGETS = 256, MAX_HOST_PROCESSES = 65536 };
 
 enum {
 	OPT_FREQ = 'F',
@@ -71,23 +74,25 @@ static const struct field sample_fields[] = {
 	{ "stack_depth", FIELD_INT, NULL, "frames in stack, without the markers", 0, NULL, 0, NULL },
 	{ "leaf_func", FIELD_STR, NULL, "the innermost frame's qualified name", 0, NULL, 0, NULL },
 	{ "leaf_file", FIELD_STR, NULL, "the innermost frame's file; null when unknown", 0, NULL, 0, NULL },
-	{ "leaf_line", FIELD_INT, NULL, "the innermost frame's current line; null when unknown", 0, NULL, 0, NULL },
+	{ "leaf_line", FIELD_INT, NULL, "the innermost frame's current line; null when it has none or is unknown", 0, NULL, 0, NULL },
 	{ "status", FIELD_STR, NULL, "complete, truncated, or error: with the reason", 0, NULL, 0, NULL },
 	FIELD_ENV,
 	FIELD_END,
 };
 
 /*
- * A row of the top table. Its columns are "%7s %7s %8s %8s  %s": TOTAL's width takes the
- * second space before FUNCTION (header and format end with a blank).
+ * A row of the top table: a function of one process. Its columns are
+ * "%7s %7s %8s %8s %7s  %s": PID's width takes the second space before FUNCTION
+ * (header and format end with a blank).
  */
 static const struct field function_fields[] = {
 	FIELD_METRIC,
 	{ "own_pct", FIELD_REAL, "%", "share of the samples with it as the innermost frame", 1, "%OWN", 7, "%6.2f%%" },
 	{ "total_pct", FIELD_REAL, "%", "share of the samples with it anywhere on the stack", 2, "%TOTAL", 7, "%6.2f%%" },
 	{ "own", FIELD_INT, NULL, "samples with it as the innermost frame", 3, "OWN", 8, NULL },
-	{ "total", FIELD_INT, NULL, "samples with it on the stack (once per sample)", 4, "TOTAL ", 9, "%8" JSON_INTEGER_FORMAT " " },
-	{ "function", FIELD_STR, NULL, "qualname (file:line of its def)", 5, "FUNCTION (FILE:LINE)", 0, NULL },
+	{ "total", FIELD_INT, NULL, "samples with it on the stack (once per sample)", 4, "TOTAL", 8, NULL },
+	{ "pid", FIELD_INT, NULL, "the process it ran in (host pid)", 5, "PID ", 8, "%7" JSON_INTEGER_FORMAT " " },
+	{ "function", FIELD_STR, NULL, "qualname (file:line of its def)", 6, "FUNCTION (FILE:LINE)", 0, NULL },
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -98,7 +103,7 @@ static const struct field summary_fields[] = {
 	{ "unresolved_frames", FIELD_INT, NULL, "frames whose code object could not be read in user space", 0, NULL, 0, NULL },
 	FIELD_LOST,
 	FIELD_MISSED,
-	{ "processes", FIELD_INT, NULL, "target processes seen (with --children, children too)", 0, NULL, 0, NULL },
+	{ "processes", FIELD_INT, NULL, "CPython processes sampled (with --children, children too)", 0, NULL, 0, NULL },
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -177,8 +182,8 @@ static int check(struct tracker *t)
 	struct pystack *ps = (struct pystack *)t;
 	const struct common_opts *c = t->common;
 
-	if (!c->print_ebpf && !c->print_fields && c->npids == 0)
-		return opts_usage_error("give the processes to sample with -p PID");
+	if (ps->children && c->npids == 0)
+		return opts_usage_error("--children needs -p (the parent processes to follow)");
 	if (profile_check(&ps->out))
 		return -1;
 	if ((ps->per_thread || ps->lines) && !ps->folded && !ps->out.path)
@@ -210,9 +215,17 @@ static int prepare(struct tracker *t)
 		return -1;
 	cflags_add(&t->cflags, "-DPY_MAX_DEPTH=%lu", ps->max_depth);
 	t->text = pystack_bpf_text;
-	for (int i = 0; !t->common->print_ebpf && i < t->common->npids; i++)
+	if (t->common->print_ebpf)
+		return 0;
+	for (int i = 0; i < t->common->npids; i++)
 		if (pytargets_add_pid(&ps->targets, t->common->pids[i]))
 			return -1;
+	if (t->common->npids == 0) {
+		/* every CPython of the host, now and (each second) the ones started later */
+		ps->targets.max = MAX_HOST_PROCESSES;
+		ps->targets.all = true;
+		pytargets_add_all(&ps->targets);
+	}
 	return 0;
 }
 
@@ -234,7 +247,8 @@ static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct py
 	json_set_str(o, "leaf_func", leaf ? leaf->func : "");
 	if (leaf && leaf->file[0]) {
 		json_set_str(o, "leaf_file", leaf->file);
-		json_set_int(o, "leaf_line", leaf->line);
+		/* 0: an instruction without a location (CPython's co_lines() says None) */
+		record_set_int_or_null(o, "leaf_line", leaf->line, leaf->line > 0);
 	} else {
 		json_object_set_new(o, "leaf_file", json_null());
 		json_object_set_new(o, "leaf_line", json_null());
@@ -257,15 +271,15 @@ static void count_stack(struct pystack *ps, struct stackagg *agg, struct pytarge
 	stackagg_add_stack(agg, stack, strlen(stack));
 }
 
-/* The top table: own for the leaf, total once per function per sample (recursion). */
-static void count_functions(struct pystack *ps, int depth)
+/* The top table: own for the leaf, total once per function (of a process) per sample (recursion). */
+static void count_functions(struct pystack *ps, __u32 pid, int depth)
 {
 	char key[900];
 
 	stackagg_begin_sample(&ps->agg);
 	for (int i = 0; i < depth; i++) {
-		int n = snprintf(key, sizeof(key), "%s\t%s\t%d", ps->locs[i].func, ps->locs[i].file,
-				 ps->locs[i].firstlineno);
+		int n = snprintf(key, sizeof(key), "%u\t%s\t%s\t%d", pid, ps->locs[i].func,
+				 ps->locs[i].file, ps->locs[i].firstlineno);
 		stackagg_add_frame(&ps->agg, key, n < (int)sizeof(key) ? (size_t)n : sizeof(key) - 1, i == 0);
 	}
 }
@@ -295,7 +309,7 @@ static void on_sample(void *ctx, void *data, int size)
 	if (ps->folded)
 		count_stack(ps, &ps->agg, pt, s, depth);
 	else if (!ps->base.common->json)
-		count_functions(ps, depth);
+		count_functions(ps, s->task.pid, depth);
 	if (ps->out.path)
 		count_stack(ps, &ps->profile, pt, s, depth);
 }
@@ -310,8 +324,13 @@ static int start(struct tracker *t)
 	ps->targets.children = ps->children;
 	if (ps->children)
 		pytargets_add_children(&ps->targets);
-	snprintf(t->banner, sizeof(t->banner), "Sampling %d process%s at %lu Hz.", ps->targets.alive,
-		 ps->targets.alive == 1 ? "" : "es", ps->freq);
+	if (ps->targets.all)
+		snprintf(t->banner, sizeof(t->banner),
+			 "Sampling every CPython process (%d now, and new ones) at %lu Hz.",
+			 pytargets_add_all(&ps->targets), ps->freq);
+	else
+		snprintf(t->banner, sizeof(t->banner), "Sampling %d process%s at %lu Hz.", ps->targets.alive,
+			 ps->targets.alive == 1 ? "" : "es", ps->freq);
 	ps->start_ns = ps->last_report_ns = time_mono_ns();
 	if (ps->top) {
 		ps->top_tty = topview_open();
@@ -329,16 +348,23 @@ static int start(struct tracker *t)
 					 ps->freq, -1);
 }
 
-/* "func\tfile\tline" as "func (file:line)". */
-static void function_name(const char *key, char *buf, size_t len)
+/* "pid\tfunc\tfile\tline" as pid and "func (file:line)". */
+static json_int_t function_name(const char *key, char *buf, size_t len)
 {
-	const char *t1 = strchr(key, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+	char *end;
+	json_int_t pid = strtoll(key, &end, 10);
+	const char *t1, *t2;
+
+	key = *end == '\t' ? end + 1 : key;
+	t1 = strchr(key, '\t');
+	t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
 
 	if (t1 && t2)
 		snprintf(buf, len, "%.*s (%.*s:%d)", (int)(t1 - key), key, (int)(t2 - t1 - 1), t1 + 1,
 			 atoi(t2 + 1));
 	else
 		snprintf(buf, len, "%s", key);
+	return pid;
 }
 
 static void print_top(struct pystack *ps)
@@ -356,7 +382,7 @@ static void print_top(struct pystack *ps)
 		json_object_set_new(o, "total_pct", json_real(100.0 * (double)rows[i]->total / all));
 		json_set_int(o, "own", rows[i]->self);
 		json_set_int(o, "total", rows[i]->total);
-		function_name(rows[i]->key, name, sizeof(name));
+		json_set_int(o, "pid", function_name(rows[i]->key, name, sizeof(name)));
 		json_set_str(o, "function", name);
 		sink_table_row(ps->base.sink, &function_schema, o);
 	}
@@ -449,7 +475,7 @@ static void finish(struct tracker *t)
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);
 	pyebpf_bpf_set_losses(sum, t->prog);
-	json_set_int(sum, "processes", (json_int_t)ps->targets.added);
+	json_set_int(sum, "processes", (json_int_t)ps->targets.added_python);
 	sink_summary(t->sink, &summary_schema, sum);
 }
 

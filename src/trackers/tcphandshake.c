@@ -13,6 +13,7 @@
 #include "jsonfmt.h"
 #include "pidwatch.h"
 #include "pyebpf_bpf.h"
+#include "pytargets.h"
 #include "record.h"
 #include "tcphandshake.h"
 #include "tracker.h"
@@ -42,6 +43,7 @@ static const struct field handshake_fields[] = {
 	FIELD_CONTAINER_PID,
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(4),
+	FIELD_THREAD_NAME(0),
 	FIELD_FAMILY,
 	/* the default table fits 120 columns: the source port, srtt and accept wait with -w */
 	FIELD_ENDPOINTS_NARROW(5, "the connecting side", "the accepting side"),
@@ -77,7 +79,19 @@ struct tcphandshake {
 	int family;
 	unsigned long long events;
 	struct pidwatch targets;
+	struct pytargets named; /* the processes seen in events: Python thread names */
 };
+
+/* Processes whose thread names are kept (the gone ones are let go first). */
+enum { MAX_NAMED = 4096 };
+
+static void init(struct tracker *t)
+{
+	struct tcphandshake *h = (struct tcphandshake *)t;
+
+	pytargets_init(&h->named, MAX_NAMED);
+	h->named.lazy = true;
+}
 
 static int option(struct tracker *t, int id, const char *arg)
 {
@@ -150,6 +164,7 @@ static void emit(struct tcphandshake *h, const struct tcphs_event *ev)
 
 	json_set_str(o, "metric", accept ? "tcp_accept" : "tcp_connect");
 	record_set_task(o, &ev->task);
+	pytargets_set_thread_name(&h->named, o, &ev->task);
 	record_set_family(o, ev->family);
 	/* src is the side that connected, dst the side that accepted */
 	if (accept)
@@ -236,15 +251,22 @@ static void finish(struct tracker *t)
 	sink_summary(t->sink, &summary_schema, sum);
 }
 
+static void destroy(struct tracker *t)
+{
+	pytargets_free(&((struct tcphandshake *)t)->named);
+}
+
 const struct tracker_ops tcphandshake_tracker = {
 	.name = "tcphandshake",
 	.size = sizeof(struct tcphandshake),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.init = init,
 	.option = option,
 	.prepare = prepare,
 	.start = start,
 	.tick = tick,
 	.finish = finish,
+	.destroy = destroy,
 };

@@ -15,6 +15,7 @@
 #include "jsonfmt.h"
 #include "pidwatch.h"
 #include "pyebpf_bpf.h"
+#include "pytargets.h"
 #include "record.h"
 #include "tcploss.h"
 #include "tpformat.h"
@@ -43,6 +44,7 @@ static const struct field event_fields[] = {
 	FIELD_CONTAINER_PID,
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(4),
+	FIELD_THREAD_NAME(0),
 	FIELD_FAMILY,
 	/*
 	 * Without a socket (a RST for a closed port) src is the RST's sender. The default
@@ -130,7 +132,19 @@ struct tcploss {
 	unsigned long long events, by_kind[TCPLOSS_KIND_MAX], segments, unowned;
 	struct conn_table conns_before; /* -c: the counts at the last table */
 	struct pidwatch targets;
+	struct pytargets named; /* the processes seen in events: Python thread names */
 };
+
+/* Processes whose thread names are kept (the gone ones are let go first). */
+enum { MAX_NAMED = 4096 };
+
+static void init(struct tracker *t)
+{
+	struct tcploss *l = (struct tcploss *)t;
+
+	pytargets_init(&l->named, MAX_NAMED);
+	l->named.lazy = true;
+}
 
 static int option(struct tracker *t, int id, const char *arg)
 {
@@ -258,6 +272,7 @@ static void emit(struct tcploss *l, const struct tcploss_event *ev)
 	set_ascii(o, "metric", event_schema.metric);
 	set_ascii(o, "event", kind_name(ev->kind));
 	record_set_task(o, &ev->task);
+	pytargets_set_thread_name(&l->named, o, &ev->task);
 	record_set_family(o, ev->family);
 	record_set_endpoints(o, ev->family, ev->saddr, ev->sport, ev->daddr, ev->dport);
 	set_ascii(o, "tcp_state", ev->tcp_state ? state_name(ev->tcp_state) : NULL);
@@ -499,6 +514,7 @@ static void destroy(struct tracker *t)
 	struct tcploss *l = (struct tcploss *)t;
 
 	tpformat_symbols_free(&l->rst_reasons);
+	pytargets_free(&l->named);
 	free(l->conns_before.rows);
 }
 
@@ -508,6 +524,7 @@ const struct tracker_ops tcploss_tracker = {
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.init = init,
 	.option = option,
 	.check = check,
 	.prepare = prepare,

@@ -509,7 +509,8 @@ def test_children(pystack, pythons, targets):
 
 
 def test_usage_errors():
-    for args in (["-F", "0", "-p", "1"], ["--max-depth", "999", "-p", "1"], [], ["--per-thread", "-p", "1"]):
+    for args in (["-F", "0", "-p", "1"], ["--max-depth", "999", "-p", "1"], ["--children"],
+                 ["--per-thread", "-p", "1"]):
         res = run([tool_path("pystack")] + args, check=False)
         assert res.returncode == 2, (args, res.stderr)
         assert res.stderr.startswith("pystack: "), res.stderr
@@ -546,3 +547,56 @@ def test_samples_without_frames_are_counted_not_printed(pystack):
     assert summary["no_frames"] >= 0.3 * freeing * 499, (summary, freeing)
     assert summary["samples"] == (summary["python_stacks"] + summary["idle"]
                                   + summary["no_frames"] + summary["errors"])
+
+
+def test_target_that_exited_is_said_so(pythons):
+    """A target that has exited but is not reaped yet (a zombie: its pid still exists,
+    its maps are empty) is said to have exited, not to be "no CPython"."""
+    cmd = supported(pythons).get("debian-3.11") or next(iter(supported(pythons).values()))
+    p = subprocess.Popen(cmd + ["-c", "pass"])
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:  # exited, not reaped: Popen.poll() would reap it
+            with open("/proc/%d/stat" % p.pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.05)
+        res = run([tool_path("pystack"), "-p", str(p.pid), "-d", "1"], check=False)
+    finally:
+        p.wait()
+    assert res.returncode == 1
+    assert "pystack: pid %d exited before it could be traced" % p.pid in res.stderr, res.stderr
+    assert "no CPython" not in res.stderr and "/maps" not in res.stderr
+
+
+def test_without_pid_every_cpython_of_the_host(pystack, pythons, targets, tmp_path):
+    """No -p: every CPython process of the host is sampled, also one started after
+    pystack, and each row of the top table names its process. Two spinning targets
+    of different builds, each in a function of its own file: every row of a
+    function is its process's pid."""
+    builds = supported(pythons)
+    early_cmd = builds.get("debian-3.11") or next(iter(builds.values()))
+    late_cmd = builds.get("pyenv-3.12") or early_cmd
+    files = {}
+    for tag in ("early", "late"):
+        files[tag] = str(tmp_path / ("spin_%s.py" % tag))
+        with open(files[tag], "w") as f:
+            f.write("import sys\nsys.stdout.write('ready\\n'); sys.stdout.flush()\n"
+                    "def spin_%s():\n    while True:\n        pass\nspin_%s()\n" % (tag, tag))
+    early = targets.start(early_cmd + [files["early"]])
+    t = pystack([], "-d", "600", json_mode=False)
+    assert "Sampling every CPython process" in t._stderr()
+    late = targets.start(late_cmd + [files["late"]])
+    time.sleep(6)  # found within a second, then sampled
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    assert "pid %d: CPython" % late.pid in t.stderr
+    rows = {}
+    for line in t.stdout.splitlines()[1:]:
+        m = re.match(r"\s*[\d.]+%\s+[\d.]+%\s+(\d+)\s+(\d+)\s+(\d+)  (\S+) \((.*):(\d+)\)$", line)
+        assert m, line
+        rows.setdefault((m.group(4), m.group(5)), set()).add(int(m.group(3)))
+    assert t.stdout.splitlines()[0].split() == ["%OWN", "%TOTAL", "OWN", "TOTAL", "PID", "FUNCTION",
+                                                "(FILE:LINE)"]
+    assert rows.get(("spin_early", files["early"])) == {early.pid}, rows
+    assert rows.get(("spin_late", files["late"])) == {late.pid}, rows

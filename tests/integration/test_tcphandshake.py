@@ -32,22 +32,29 @@ def start_connector(n, family, closed_port=None):
     return p, hello
 
 
-def finish_connector(p):
+def finish_connector(p, keep=False):
+    """Connects; the target exits then, unless keep (end_connector ends it later)."""
     p.stdin.write("go\n")
     p.stdin.flush()
     result = json.loads(p.stdout.readline())
+    if not keep:
+        end_connector(p)
+    return result
+
+
+def end_connector(p):
     p.stdin.close()
     p.wait(timeout=30)
-    return result
 
 
 def connect_and_trace(run_tool, family, extra=()):
     closed = free_closed_port() if family == "4" else None
     p, hello = start_connector(N, family, closed)
     tool = run_tool("tcphandshake", "-p", str(hello["pid"]), *extra)
-    result = finish_connector(p)
+    result = finish_connector(p, keep=True)  # alive while its events are read: thread names
     time.sleep(0.5)
     tool.stop()
+    end_connector(p)
     assert tool.returncode == 0, tool.stderr
     return tool, result, closed
 
@@ -65,6 +72,8 @@ def test_every_loopback_connect_and_accept_once(run_tool, family):
         assert e["pid"] == pid and e["tid"] == pid
         assert e["container_pid"] == pid  # not in a PID namespace: same ids
         assert e["comm"].startswith("python")
+        # a CPython process's main thread, named as pystack and pygc name it
+        assert e["thread_name"] == "MainThread"
         assert e["family"] == ("ipv6" if family == "6" else "ipv4")
         assert e["src_ip"] == host and e["dst_ip"] == host and e["dst_port"] == port
         assert e["outcome"] == "success"

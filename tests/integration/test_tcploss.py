@@ -255,12 +255,13 @@ def test_connect_to_a_closed_port_resets(run_tool, netns_pair, family):
     cip, sip = (ns.client_ip, ns.server_ip) if family == "ipv4" else (ns.client_ip6, ns.server_ip6)
     tool = run_tool("tcploss", "--port", "9", "--filter-ip", cip)
     rst0, = nstat(ns.server, ns, "TcpOutRsts")
-    client = start(ns, ns.client, "refused", sip, 9)
+    client = start(ns, ns.client, "refused", sip, 9, "wait", stdin=subprocess.PIPE)
     truth = said(client)
-    client.wait(timeout=30)
     rst1, = nstat(ns.server, ns, "TcpOutRsts")
     time.sleep(0.5)
-    tool.stop()
+    tool.stop()  # the client still runs: its thread names can be read
+    client.stdin.close()
+    client.wait(timeout=30)
     assert truth["event"] == "refused" and rst1 - rst0 == 1
     received = of(tool, "reset_received")
     sent = of(tool, "reset_sent")
@@ -269,9 +270,11 @@ def test_connect_to_a_closed_port_resets(run_tool, netns_pair, family):
     # the client's socket, owned by the connecting process
     assert r["src_ip"] == cip and r["dst_ip"] == sip and r["dst_port"] == 9
     assert r["pid"] == truth["pid"] and r["tcp_state"] == "SYN_SENT" and r["family"] == family
+    assert r["thread_name"] == "MainThread"  # the Python client's main thread
     # the server had no socket for it: no owner, no state, the kernel's reason
     assert s["src_ip"] == sip and s["src_port"] == 9 and s["dst_port"] == r["src_port"]
     assert s["pid"] is None and s["comm"] is None and s["tcp_state"] is None
+    assert s["thread_name"] is None
     assert s["reason"] == "NO_SOCKET"
 
 

@@ -4,7 +4,7 @@ usage: tcp_connects.py N FAMILY(4|6) [CLOSED_PORT]
 Waits for a line on stdin, then connects N times to its own listener and accepts
 each; with CLOSED_PORT, also tries one connect to that (closed) port. Prints one JSON
 line: its pid, the listener port, the client ports and whether the refused connect
-was refused.
+was refused, then exits when stdin closes.
 """
 import json
 import os
@@ -35,3 +35,4 @@ if closed_port:
         refused = True
 print(json.dumps({"pid": os.getpid(), "port": port, "client_ports": clients,
                   "refused": refused}), flush=True)
+sys.stdin.read()  # alive until stdin closes: a tracer can still read its thread names

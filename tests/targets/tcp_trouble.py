@@ -7,7 +7,8 @@ Each mode prints JSON lines about what it did (its own ground truth), flushed:
                                  window, and stays ESTABLISHED until "ok")
   send HOST PORT BYTES [PAUSE]   connect, send BYTES (PAUSE s between 1 KiB chunks), close
   send_wait HOST PORT BYTES      small send buffer; connect, send BYTES, wait for "ok"
-  refused HOST PORT              connect to a port nobody listens on
+  refused HOST PORT [wait]       connect to a port nobody listens on (wait: then stay
+                                 until stdin closes, for a tracer to read its names)
   linger_server HOST PORT        accept, read one line, close with SO_LINGER {1,0} (RST)
   linger_client HOST PORT        connect, send one line, wait for "go" on stdin, close
                                  with SO_LINGER {1,0} (RST)
@@ -111,6 +112,8 @@ def main():
             say(event="connected")
         except ConnectionRefusedError:
             say(event="refused")
+        if sys.argv[4:] == ["wait"]:
+            sys.stdin.read()
     elif mode == "linger_server":
         c, peer = listener(host, port).accept()
         c.recv(100)

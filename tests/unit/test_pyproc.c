@@ -59,6 +59,11 @@ static void test_line_tables(void **state)
 	CHECK(13, v313);
 	CHECK(14, v314);
 	CHECK(15, v315);
+	/* a frame before its first instruction: index -1, CPython says co_firstlineno */
+	assert_int_equal(pylines_line(8, v38_tab, sizeof(v38_tab), v38_first, (uint32_t)-1), v38_first);
+	assert_int_equal(pylines_line(10, v310_tab, sizeof(v310_tab), v310_first, (uint32_t)-1), v310_first);
+	assert_int_equal(pylines_line(11, v311_tab, sizeof(v311_tab), v311_first, (uint32_t)-1), v311_first);
+	assert_int_equal(pylines_line(12, v312_tab, sizeof(v312_tab), v312_first, (uint32_t)-1), v312_first);
 }
 
 static void test_line_tables_survive_garbage(void **state)
