@@ -9,5 +9,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 py=$(ls -d "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1)
 [ -n "$py" ] || py=/usr/bin/python3.11
-exec /usr/bin/python3 "$here/pystack_bench.py" "$build/pystack" "$py" \
+# headers for profile-bpfcc only: pystack would use them too, and start slower
+. "$here/bcc_headers"
+export PROFILE_KERNEL_SOURCE="$BCC_KERNEL_SOURCE"
+unset BCC_KERNEL_SOURCE
+/usr/bin/python3 "$here/pystack_bench.py" "$build/pystack" "$py" \
 	"${PYSTACK_BENCH_ROUNDS:-3}" "${PYSTACK_BENCH_SECONDS:-4}"

@@ -233,6 +233,14 @@ def cost_per_sample(tool, py, rounds, secs):
             print("   %3d Hz  per extra frame (120-30)/90 %s us" % (hz, spread(extra, "%.3f")), flush=True)
 
 
+def bcc_env():
+    """BCC cannot find Debian's split headers alone: bench/bcc_headers merged them."""
+    env = dict(os.environ)
+    if env.get("PROFILE_KERNEL_SOURCE"):
+        env["BCC_KERNEL_SOURCE"] = env["PROFILE_KERNEL_SOURCE"]
+    return env
+
+
 def bcc_profile(py, rounds, secs):
     """BCC's profile -F 99 (kernel + user stacks, all processes) on the same workload:
     BPF us per run."""
@@ -244,7 +252,7 @@ def bcc_profile(py, rounds, secs):
     try:
         for _ in range(rounds):
             p = subprocess.Popen(["profile-bpfcc", "-F", "99", "-f"], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
+                                 stderr=subprocess.PIPE, text=True, env=bcc_env())
             time.sleep(1)
             deadline = time.monotonic() + 60
             while not prog_stats(p.pid)[1] and time.monotonic() < deadline:
@@ -282,7 +290,7 @@ def startup(tool, py, rounds):
             if shutil.which("profile-bpfcc"):
                 t0 = time.monotonic()
                 b = subprocess.Popen(["profile-bpfcc", "-F", "99"], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+                                     stderr=subprocess.STDOUT, text=True, env=bcc_env())
                 for l in b.stdout:
                     if "Hit Ctrl-C" in l:
                         bcc.append(time.monotonic() - t0)
