@@ -1,13 +1,17 @@
 #!/bin/sh
-# pystack: throughput of CPU-bound Python workloads (1 and 4 threads, stack depth 30)
-# while pystack samples them at 99 Hz, over their throughput without, windows
-# interleaved in one run; and the BPF program's own cost per sample (bpf_stats) at
-# stack depths 30 and 120.
+# pystack: BPF time per target sample (depth 30, 120) and per other run at 99 and 499 Hz
+# next to BCC profile -F 99, start-up next to profile's, then throughput of CPU-bound
+# Python workloads (1 and 4 threads, stack depth 30) while pystack samples them at
+# 99 Hz, over their throughput without, windows interleaved (pystack_bench.py says how).
 set -eu
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 py=$(ls -d "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1)
 [ -n "$py" ] || py=/usr/bin/python3.11
-exec /usr/bin/python3 "$here/pystack_bench.py" "$build/pystack" "$py" \
-	"${PYSTACK_BENCH_ROUNDS:-5}" "${PYSTACK_BENCH_SECONDS:-4}"
+# headers for profile-bpfcc only: pystack would use them too, and start slower
+. "$here/bcc_headers"
+export PROFILE_KERNEL_SOURCE="$BCC_KERNEL_SOURCE"
+unset BCC_KERNEL_SOURCE
+/usr/bin/python3 "$here/pystack_bench.py" "$build/pystack" "$py" \
+	"${PYSTACK_BENCH_ROUNDS:-3}" "${PYSTACK_BENCH_SECONDS:-4}"

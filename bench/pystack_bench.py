@@ -1,20 +1,30 @@
-"""pystack overhead.
+"""pystack overhead: BPF time per sample next to BCC profile's, start-up, throughput.
 
-Usage: pystack_bench.py PYSTACK PYTHON ROUNDS SECONDS
+Usage: pystack_bench.py PYSTACK PYTHON ROUNDS SECONDS   (PYSTACK_BENCH_THROUGHPUT=0: skip 4.)
 
-1. Throughput: two workloads run for the whole benchmark, one with 1 thread and one
-   with 4 threads, each thread recursing 30 frames deep and then counting loops. Each
-   reports (time, loops, its CPU time) every 0.2 s. Each round measures a window
-   without pystack, then starts "pystack -p A -p B -F 99" and, once it is ready,
-   measures a window with it, then stops it. Rates are loops per CPU second of the
-   workload (the machine is shared, so wall-clock rates follow other people's load;
-   the sampler's BPF time is charged to the interrupted workload's CPU time).
-   Printed: per round and the median ratio sampled/plain (1.0 = no overhead).
-2. Cost per sample: kernel.bpf_stats_enabled=1, then pystack on a one-thread workload
-   at depth 30 and at depth 120 (-F 499); run_time_ns / run_cnt of its BPF program.
+1. Cost per sample, at 99 Hz (the default) and 499 Hz, with kernel.bpf_stats_enabled=1:
+   run_time_ns / run_cnt summed over pystack's BPF programs. Per round: a run on a
+   sleeping target (every run is another process's sample: the non-target cost), then
+   runs on a one-thread target (nice -20, so that it gets its CPU) whose stack is 30
+   and 120 frames of distinct functions: (all BPF time - non-target cost x other runs)
+   / the target samples pystack counted. Printed with python_stacks and errors, so a
+   walk that stopped early cannot look cheap; median [min-max] over rounds.
+2. BCC's profile-bpfcc -F 99 on the same workload: BPF time per run.
+3. Start-up: exec to the first sample on stdout (pystack -j) and to "Hit Ctrl-C" for
+   pystack and profile-bpfcc.
+4. Throughput: two workloads run for the whole benchmark, one with 1 thread and one
+   with 4 threads, each 30 frames deep and then counting loops. Each reports (time,
+   loops, its CPU time) every 0.2 s. Each round measures a window without pystack,
+   then starts "pystack -p A -p B -F 99" and, once it is ready, measures a window with
+   it, then stops it. Rates are loops per CPU second of the workload (the machine is
+   shared, so wall-clock rates follow other people's load; the sampler's BPF time is
+   charged to the interrupted workload's CPU time). Printed: per round and the median
+   ratio sampled/plain (1.0 = no overhead).
 """
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -31,10 +41,13 @@ def bottom(i):
         for _ in range(1000):
             x += 1
         count[i] += 1000
-def rec(k, i):
-    return bottom(i) if k <= 1 else rec(k - 1, i)
+# DEPTH - 3 distinct functions (threading's own frames make up the rest): a walk that
+# remembered a code object would look cheaper on a recursion of one function
+N = DEPTH - 3
+exec("".join("def f%d(i):\n    return f%d(i)\n" % (k, k + 1) for k in range(N - 1))
+     + "def f%d(i):\n    return bottom(i)\n" % (N - 1))
 for i in range(THREADS):
-    threading.Thread(target=rec, args=(DEPTH - 3, i), daemon=True).start()
+    threading.Thread(target=f0, args=(i,), daemon=True).start()
 print("ready", flush=True)
 while True:
     time.sleep(0.2)
@@ -43,9 +56,10 @@ while True:
 
 
 class Workload:
-    def __init__(self, py, threads, depth):
+    def __init__(self, py, threads, depth, nice=0):
         self.proc = subprocess.Popen([py, "-c", WORKLOAD, str(threads), str(depth)],
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, text=True,
+                                     preexec_fn=(lambda: os.nice(nice)) if nice else None)
         assert self.proc.stdout.readline().strip() == "ready"
         self.samples, self.lock = [], threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
@@ -80,18 +94,6 @@ def start_pystack(tool, pids, *extra):
     p.rest = []
     threading.Thread(target=lambda: p.rest.append(p.stderr.read()), daemon=True).start()
     return p
-
-
-def summary_samples(p):
-    """samples= from pystack's summary on stderr (after it exited)."""
-    for _ in range(50):
-        if p.rest:
-            break
-        time.sleep(0.1)
-    for word in "".join(p.rest).split():
-        if word.startswith("samples="):
-            return int(word[8:])
-    return 0
 
 
 def window(secs):
@@ -130,8 +132,10 @@ def throughput(tool, py, rounds, secs):
 
 
 def prog_stats(pid):
-    """(run_time_ns, run_cnt) of the perf_event BPF program that process pid holds."""
+    """(run_time_ns, run_cnt) summed over every BPF program process pid holds."""
     fd_dir = "/proc/%d/fd" % pid
+    ns = cnt = 0
+    seen = set()
     for fd in os.listdir(fd_dir):
         try:
             if os.readlink(os.path.join(fd_dir, fd)) != "anon_inode:bpf-prog":
@@ -139,57 +143,181 @@ def prog_stats(pid):
             info = open("/proc/%d/fdinfo/%s" % (pid, fd)).read()
         except OSError:
             continue
-        ids = [l.split()[1] for l in info.splitlines() if l.startswith("prog_id:")]
-        if not ids:
-            continue
-        out = subprocess.run(["bpftool", "prog", "show", "id", ids[0], "-j"], capture_output=True,
-                             text=True).stdout
-        prog = json.loads(out or "{}")
-        if prog.get("type") == "perf_event":
-            return prog.get("run_time_ns", 0), prog.get("run_cnt", 0)
-    return 0, 0
+        for l in info.splitlines():
+            if l.startswith("prog_id:") and l.split()[1] not in seen:
+                seen.add(l.split()[1])
+                out = subprocess.run(["bpftool", "prog", "show", "id", l.split()[1], "-j"],
+                                     capture_output=True, text=True).stdout
+                prog = json.loads(out or "{}")
+                ns += prog.get("run_time_ns", 0)
+                cnt += prog.get("run_cnt", 0)
+    return ns, cnt
 
 
-def cost_per_sample(tool, py, secs):
-    old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
-    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-        f.write("1")
-    try:
-        # the program also runs for every sample of other processes (and returns at the
-        # first map lookup): measure that cost on a target that sleeps, then take it out
-        idle = subprocess.Popen([py, "-c", "import time; time.sleep(3600)"])
-        time.sleep(0.5)
-        p = start_pystack(tool, [idle.pid], "-F", "499")
-        time.sleep(secs)
-        ns, cnt = prog_stats(p.pid)
-        p.terminate()
-        p.wait()
-        idle.kill()
-        idle.wait()
-        other = ns / cnt if cnt else 0.0
-        print("   other processes' samples: %d runs, %.2f us per run" % (cnt, other / 1000), flush=True)
+def summary_of(p):
+    """pystack's summary fields (samples=, python_stacks=, errors=...) after it exited."""
+    for _ in range(50):
+        if p.rest:
+            break
+        time.sleep(0.1)
+    out = {}
+    for word in "".join(p.rest).split():
+        k, _, v = word.partition("=")
+        if v.isdigit():
+            out[k] = int(v)
+    return out
+
+
+def spread(v, fmt="%.2f"):
+    """median [min-max] of a list."""
+    if not v:
+        return "-"
+    return (fmt + " [" + fmt + "-" + fmt + "]") % (statistics.median(v), min(v), max(v))
+
+
+def one_cost(tool, py, hz, secs, depth):
+    """One pystack run at hz on a target (depth frames busy, or None: asleep): the BPF
+    time of all its runs, their count, and its summary."""
+    if depth is None:
+        w = subprocess.Popen([py, "-c", "import time; time.sleep(3600)"])
+        pid = w.pid
+        time.sleep(0.3)
+    else:
+        # at nice -20 the target gets its CPU on a loaded machine: most runs are then
+        # its samples, and taking the others' cost out stays a small correction
+        w = Workload(py, 1, depth, nice=-20)
+        pid = w.proc.pid
+    p = start_pystack(tool, [pid], "-F", str(hz), "--max-depth", "128")
+    time.sleep(secs)
+    # the target stops first, so that the counters read next cover every target
+    # sample the summary will count (bpf_stats count from the program's load)
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.1)
+    ns, cnt = prog_stats(p.pid)
+    p.terminate()
+    p.wait()
+    if depth is None:
+        w.kill()
+        w.wait()
+    else:
+        w.stop()
+    return ns, cnt, summary_of(p)
+
+
+def cost_per_sample(tool, py, rounds, secs):
+    """BPF us per target sample (depth 30, 120) and per run for other processes, at
+    99 and 499 Hz, from bpf_stats; each round measures the non-target cost first and
+    takes it out of the target runs' total (the program runs for every sample on the
+    machine and returns at the first map lookup for other processes)."""
+    for hz in (99, 499):
+        other, per = [], {30: [], 120: []}
+        stacks = {30: [0, 0, 0], 120: [0, 0, 0]}  # samples, python_stacks, errors
+        for _ in range(rounds):
+            ns, cnt, _ = one_cost(tool, py, hz, secs, None)
+            o = ns / cnt if cnt else 0.0
+            other.append(o / 1000)
+            for depth in (30, 120):
+                ns, cnt, summ = one_cost(tool, py, hz, secs, depth)
+                n = summ.get("samples", 0)
+                if n:
+                    per[depth].append((ns - o * (cnt - n)) / n / 1000)
+                for k, f in enumerate(("samples", "python_stacks", "errors")):
+                    stacks[depth][k] += summ.get(f, 0)
+        print("   %3d Hz  non-target run           %s us   (median [min-max] of %d rounds)"
+              % (hz, spread(other), rounds), flush=True)
         for depth in (30, 120):
-            w = Workload(py, 1, depth)
-            p = start_pystack(tool, [w.proc.pid], "-F", "499", "--max-depth", "128")
+            print("   %3d Hz  target sample, depth %3d %s us   samples %d python_stacks %d errors %d"
+                  % (hz, depth, spread(per[depth]), *stacks[depth]), flush=True)
+        if per[30] and per[120]:
+            extra = [(b - a) / 90 for a, b in zip(per[30], per[120])]
+            print("   %3d Hz  per extra frame (120-30)/90 %s us" % (hz, spread(extra, "%.3f")), flush=True)
+
+
+def bcc_env():
+    """BCC cannot find Debian's split headers alone: bench/bcc_headers merged them."""
+    env = dict(os.environ)
+    if env.get("PROFILE_KERNEL_SOURCE"):
+        env["BCC_KERNEL_SOURCE"] = env["PROFILE_KERNEL_SOURCE"]
+    return env
+
+
+def bcc_profile(py, rounds, secs):
+    """BCC's profile -F 99 (kernel + user stacks, all processes) on the same workload:
+    BPF us per run."""
+    if not shutil.which("profile-bpfcc"):
+        print("   profile-bpfcc: skipped, not installed (apt-get install bpfcc-tools)")
+        return
+    w = Workload(py, 1, 30)
+    per = []
+    try:
+        for _ in range(rounds):
+            p = subprocess.Popen(["profile-bpfcc", "-F", "99", "-f"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, env=bcc_env())
+            time.sleep(1)
+            deadline = time.monotonic() + 60
+            while not prog_stats(p.pid)[1] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            ns0, cnt0 = prog_stats(p.pid)
             time.sleep(secs)
             ns, cnt = prog_stats(p.pid)
             p.terminate()
             p.wait()
-            w.stop()
-            n = summary_samples(p)
-            per = (ns - other * (cnt - n)) / n / 1000 if n else 0.0
-            print("   depth %3d: %d runs, %d of the target: %.1f us per target sample (bpf_stats)"
-                  % (depth, cnt, n, per), flush=True)
+            if cnt > cnt0:
+                per.append((ns - ns0) / (cnt - cnt0) / 1000)
     finally:
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write(old)
+        w.stop()
+    print("    99 Hz  profile-bpfcc -F 99, per run %s us   (any process; stacks of no use for Python)"
+          % spread(per), flush=True)
+
+
+def startup(tool, py, rounds):
+    """Seconds from exec to the first sample on stdout (pystack -j), and to ready
+    ("Hit Ctrl-C", stdout or stderr) for pystack and BCC's profile."""
+    w = Workload(py, 1, 30)
+    first, ready, bcc = [], [], []
+    try:
+        for _ in range(rounds):
+            t0 = time.monotonic()
+            p = subprocess.Popen([tool, "-j", "-p", str(w.proc.pid)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            threading.Thread(target=lambda: [ready.append(time.monotonic() - t0) for l in p.stderr
+                                             if "Hit Ctrl-C" in l], daemon=True).start()
+            line = p.stdout.readline()
+            first.append(time.monotonic() - t0)
+            assert '"py_stack"' in line, line
+            p.terminate()
+            p.wait()
+            if shutil.which("profile-bpfcc"):
+                t0 = time.monotonic()
+                b = subprocess.Popen(["profile-bpfcc", "-F", "99"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=bcc_env())
+                for l in b.stdout:
+                    if "Hit Ctrl-C" in l:
+                        bcc.append(time.monotonic() - t0)
+                        break
+                b.terminate()
+                b.wait()
+    finally:
+        w.stop()
+    print("   start-up: pystack to first sample %s s, to ready %s s; profile-bpfcc to ready %s s"
+          % (spread(first), spread(ready), spread(bcc)), flush=True)
 
 
 def main():
     tool, py, rounds, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     print("   workload: %s" % py)
-    throughput(tool, py, rounds, secs)
-    cost_per_sample(tool, py, secs)
+    old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    try:
+        cost_per_sample(tool, py, rounds, secs)
+        bcc_profile(py, rounds, secs)
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(old)
+    startup(tool, py, rounds)
+    if os.environ.get("PYSTACK_BENCH_THROUGHPUT", "1") != "0":
+        throughput(tool, py, rounds, secs)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	if (!s)
 		return 0;
 	counter_add(PYSTACK_CNT_SAMPLES, 1);
-	task_head_fill(&s->task);
+	py_task_head_fill(&s->task);
 	s->cpu = bpf_get_smp_processor_id();
 	st = py_find_tstate(cfg, tid, &tstate);
 	s->tstate = tstate;

@@ -90,6 +90,149 @@ static __always_inline int py_find_tstate(const struct pywalk_config *cfg, u32 t
 }
 
 /*
+ * task_head_fill() (pyebpf.bpf.h) for programs that run on every sample of a thread:
+ * the namespace ids, seven kernel reads, come from a per-thread cache that one read
+ * of task->thread_pid validates (a struct pid is the thread's for its whole life; a
+ * reused tid has another one).
+ */
+struct py_ns_ids {
+	u64 thread_pid;
+	u32 tgid;
+	u32 nspid;
+	u32 nstid;
+	u32 pad;
+};
+BPF_TABLE("lru_hash", u32, struct py_ns_ids, py_ns_cache, 16384);
+
+static __always_inline void py_task_head_fill(struct task_head *h)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	const void *task = (const void *)bpf_get_current_task();
+	u64 thread_pid = read_u64(task + OFF_TASK_THREAD_PID);
+	u32 tid = (u32)pid_tgid;
+	struct py_ns_ids *c = py_ns_cache.lookup(&tid);
+
+	h->ts_ns = bpf_ktime_get_ns();
+	h->pid = pid_tgid >> 32;
+	h->tid = tid;
+	if (c && c->thread_pid == thread_pid && c->tgid == h->pid) {
+		h->nspid = c->nspid;
+		h->nstid = c->nstid;
+	} else {
+		struct py_ns_ids n = { .thread_pid = thread_pid, .tgid = h->pid };
+
+		current_ns_ids(&h->nspid, &h->nstid);
+		n.nspid = h->nspid;
+		n.nstid = h->nstid;
+		py_ns_cache.update(&tid, &n);
+	}
+	bpf_get_current_comm(&h->comm, sizeof(h->comm));
+}
+
+/*
+ * The walk reads each frame's fields (code, back, instr, owner) with one user read
+ * over their span from the frame's start, and the code object's (ob_type,
+ * co_firstlineno) with one read from ob_type on: every bpf_probe_read_user costs a
+ * helper call (~0.1 us with this kernel's mitigations), the bytes in between almost
+ * nothing. A span read fails as a whole on one unreadable byte, so then the fields
+ * are read one by one as before. The spans are below PY_SPAN_MAX on every supported
+ * version (the frame's owner ends at 72 bytes at most, co_firstlineno at 72).
+ */
+#define PY_SPAN_MAX 128
+struct py_span_buf {
+	u8 frame[PY_SPAN_MAX + 8];
+	u8 code[PY_SPAN_MAX + 8];
+};
+BPF_PERCPU_ARRAY(py_span, struct py_span_buf, 1);
+
+/* The 8 (or fewer: u32, u8) bytes at off of a span buffer; off is masked into range. */
+#define PY_SPAN_U64(buf, off) (*(u64 *)&(buf)[(off) & (PY_SPAN_MAX - 1)])
+#define PY_SPAN_U32(buf, off) (*(u32 *)&(buf)[(off) & (PY_SPAN_MAX - 1)])
+#define PY_SPAN_U8(buf, off) ((buf)[(off) & (PY_SPAN_MAX - 1)])
+
+/*
+ * A span size the verifier sees bounded: clang knows the spans are below PY_SPAN_MAX and
+ * drops a plain mask, handing the helper a register whose bounds were lost when it was
+ * spilled; the empty asm hides the value from clang, so the mask stays.
+ */
+static __always_inline u32 py_span_size(u32 span)
+{
+	asm volatile("" : "=r"(span) : "0"(span));
+	return span & (PY_SPAN_MAX - 1);
+}
+
+static __always_inline u32 py_max32(u32 a, u32 b)
+{
+	return a > b ? a : b;
+}
+
+/* Bytes from a frame's start that hold code, back, instr and owner (0: no span read). */
+static __always_inline u32 py_frame_span(const struct pywalk_config *cfg)
+{
+	u32 end = py_max32(cfg->frame_code + 8, cfg->frame_back + 8);
+
+	/* instr is an int (f_lasti) before 3.11, a pointer after */
+	end = py_max32(end, cfg->frame_instr + (cfg->kind == PYWALK_FRAMEOBJECT ? 4 : 8));
+	if (cfg->frame_owner != PYWALK_NONE)
+		end = py_max32(end, cfg->frame_owner + 1);
+	return end < PY_SPAN_MAX ? end : 0;
+}
+
+/* Bytes from a code object's ob_type (offset 8) to the end of co_firstlineno. */
+static __always_inline u32 py_code_span(const struct pywalk_config *cfg)
+{
+	u32 end = cfg->co_firstlineno + 4;
+
+	return end > 8 && end - 8 < PY_SPAN_MAX ? end - 8 : 0;
+}
+
+/* One frame's fields, from a span read or one by one: 0, or an enum pywalk_status. */
+static __always_inline int py_frame_fields(const struct pywalk_config *cfg, u8 *buf, u32 span,
+					   u64 f, u64 *code, u64 *prev, u64 *instr, u8 *owner)
+{
+	if (span && !py_read(buf, py_span_size(span), f)) {
+		*code = PY_SPAN_U64(buf, cfg->frame_code);
+		*prev = PY_SPAN_U64(buf, cfg->frame_back);
+		*instr = cfg->kind == PYWALK_FRAMEOBJECT ? PY_SPAN_U32(buf, cfg->frame_instr)
+							 : PY_SPAN_U64(buf, cfg->frame_instr);
+		*owner = cfg->frame_owner != PYWALK_NONE ? PY_SPAN_U8(buf, cfg->frame_owner) : 0;
+		return 0;
+	}
+	*code = 0;
+	*prev = 0;
+	if (py_read(code, sizeof(*code), f + cfg->frame_code) ||
+	    py_read(prev, sizeof(*prev), f + cfg->frame_back))
+		return PYWALK_ERR_FRAME;
+	*owner = 0;
+	if (cfg->frame_owner != PYWALK_NONE && py_read(owner, sizeof(*owner), f + cfg->frame_owner))
+		return PYWALK_ERR_FRAME;
+	/* an unreadable instruction is not an error: the frame's line is then its first */
+	*instr = 0;
+	py_read(instr, cfg->kind == PYWALK_FRAMEOBJECT ? 4 : 8, f + cfg->frame_instr);
+	return 0;
+}
+
+/* A code object's ob_type and co_firstlineno, from a span read or one by one: 0, or PYWALK_ERR_CODE. */
+static __always_inline int py_code_fields(const struct pywalk_config *cfg, u8 *buf, u32 span,
+					  u64 code, u64 *type, u32 *first)
+{
+	if (span && !py_read(buf, py_span_size(span), code + 8)) {
+		*type = PY_SPAN_U64(buf, 0);
+		*first = PY_SPAN_U32(buf, cfg->co_firstlineno - 8);
+		return 0;
+	}
+	*type = 0;
+	*first = 0;
+	if (cfg->pycode_type && py_read(type, sizeof(*type), code + 8))
+		return PYWALK_ERR_CODE;
+	if (cfg->pycode_type && *type != cfg->pycode_type)
+		return 0; /* not code: the caller skips the frame */
+	if (py_read(first, sizeof(*first), code + cfg->co_firstlineno))
+		return PYWALK_ERR_CODE;
+	return 0;
+}
+
+/*
  * Walks tstate's frames, innermost first, into frames[0..*depth). Returns
  * PYWALK_COMPLETE, PYWALK_TRUNCATED or an error (frames read so far are kept).
  * depth must point into map memory (the per-CPU scratch): the verifier does not
@@ -101,10 +244,16 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 {
 	volatile u32 *vdepth = depth;
 	u64 f = 0, code, prev, type, ip;
-	u32 n, lasti, first;
+	u32 n, lasti, first, zero = 0, fspan, cspan;
+	struct py_span_buf *buf = py_span.lookup(&zero);
 	u8 owner;
+	int err;
 
 	*vdepth = 0;
+	if (!buf)
+		return PYWALK_ERR_FRAME;
+	fspan = py_frame_span(cfg);
+	cspan = py_code_span(cfg);
 	if (cfg->ts_cframe != PYWALK_NONE) {
 		u64 cframe = 0;
 		if (py_read(&cframe, sizeof(cframe), tstate + cfg->ts_cframe))
@@ -120,39 +269,23 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 		n = *vdepth;
 		if (n >= PY_MAX_DEPTH)
 			break;
-		code = 0;
-		prev = 0;
-		if (py_read(&code, sizeof(code), f + cfg->frame_code) ||
-		    py_read(&prev, sizeof(prev), f + cfg->frame_back))
-			return PYWALK_ERR_FRAME;
+		err = py_frame_fields(cfg, buf->frame, fspan, f, &code, &prev, &ip, &owner);
+		if (err)
+			return err;
 		code &= ~(u64)cfg->code_tag_mask;
-		if (cfg->frame_owner != PYWALK_NONE) {
-			owner = 0;
-			if (py_read(&owner, sizeof(owner), f + cfg->frame_owner))
-				return PYWALK_ERR_FRAME;
-			if (owner >= cfg->owner_shim_min)
-				goto next; /* interpreter entry (shim) frame */
-		}
+		if (cfg->frame_owner != PYWALK_NONE && owner >= cfg->owner_shim_min)
+			goto next; /* interpreter entry (shim) frame */
 		if (!code)
 			goto next;
-		if (cfg->pycode_type) {
-			type = 0;
-			if (py_read(&type, sizeof(type), code + 8))
-				return PYWALK_ERR_CODE;
-			if (type != cfg->pycode_type)
-				goto next; /* 3.13+: f_executable of a shim is None */
-		}
-		first = 0;
-		if (py_read(&first, sizeof(first), code + cfg->co_firstlineno))
-			return PYWALK_ERR_CODE;
-		if (cfg->kind == PYWALK_FRAMEOBJECT) {
-			lasti = 0;
-			py_read(&lasti, sizeof(lasti), f + cfg->frame_instr);
-		} else {
-			ip = 0;
-			py_read(&ip, sizeof(ip), f + cfg->frame_instr);
+		err = py_code_fields(cfg, buf->code, cspan, code, &type, &first);
+		if (err)
+			return err;
+		if (cfg->pycode_type && type != cfg->pycode_type)
+			goto next; /* 3.13+: f_executable of a shim is None */
+		if (cfg->kind == PYWALK_FRAMEOBJECT)
+			lasti = (u32)ip;
+		else
 			lasti = ip ? (u32)((ip - code - cfg->co_code_adaptive) / 2) : 0;
-		}
 		if (n < PY_MAX_DEPTH) {
 			frames[n].code = code;
 			frames[n].instr = lasti;

@@ -98,7 +98,7 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 		log_error("cannot write built-in kernel headers: %s", strerror(errno));
 		return NULL;
 	}
-	log_info("kernel headers: %s", kh.what);
+	log_info("kernel headers: %s (%s)", kh.what, kh.why);
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		kheaders_release(&kh);

@@ -88,40 +88,63 @@ static int merge_into_temp(struct kheaders *kh, const char *common, const char *
 	return 0;
 }
 
-/* The newest Debian-style split: linux-headers-V-common plus linux-headers-V-<arch>. */
-static int find_usr_src(struct kheaders *kh)
+/*
+ * Debian-style split headers of the running kernel: linux-headers-<release> (the arch
+ * half, with include/generated) plus the linux-headers-*-common it was built from,
+ * which the arch half's Makefile names. Only the release that runs: another kernel's
+ * headers add nothing the BPF text uses, only seconds of parsing and a risk of clashes.
+ */
+static int find_usr_src(struct kheaders *kh, const char *release)
 {
+	char arch[PATH_MAX], generated[PATH_MAX + 32], common[PATH_MAX];
 	struct dirent **names;
-	int n = scandir("/usr/src", &names, NULL, versionsort), found = -1;
+	int n, found = -1;
 
-	if (n < 0)
+	snprintf(arch, sizeof(arch), "/usr/src/linux-headers-%s", release);
+	snprintf(generated, sizeof(generated), "%s/include/generated", arch);
+	if (!is_dir(generated))
 		return -1;
+	if (kheaders_usable(arch)) {
+		snprintf(kh->dir, sizeof(kh->dir), "%s", arch);
+		snprintf(kh->what, sizeof(kh->what), "%s", arch);
+		return 0;
+	}
+	n = scandir("/usr/src", &names, NULL, versionsort);
 	for (int i = n - 1; i >= 0 && found < 0; i--) {
 		const char *name = names[i]->d_name;
 		size_t len = strlen(name);
-		char common[PATH_MAX], arch[PATH_MAX], generated[PATH_MAX + 32];
 
-		if (strncmp(name, "linux-headers-", 14) || len < 7 || strcmp(name + len - 7, "-common"))
+		/* linux-headers-6.1.0-57-common belongs to linux-headers-6.1.0-57-amd64 */
+		if (strncmp(name, "linux-headers-", 14) || len < 7 || strcmp(name + len - 7, "-common") ||
+		    strncmp(arch + 9, name, len - 6))
 			continue;
 		snprintf(common, sizeof(common), "/usr/src/%s", name);
-		if (!kheaders_usable(common))
-			continue;
-		/* the arch half has the same version and include/generated */
-		for (int j = 0; j < n && found < 0; j++) {
-			if (j == i || strncmp(names[j]->d_name, name, len - 6))
-				continue;
-			snprintf(arch, sizeof(arch), "/usr/src/%s", names[j]->d_name);
-			snprintf(generated, sizeof(generated), "%s/include/generated", arch);
-			if (is_dir(generated) && merge_into_temp(kh, common, arch) == 0) {
-				snprintf(kh->what, sizeof(kh->what), "%s + %s (merged)", common, arch);
-				found = 0;
-			}
+		if (kheaders_usable(common) && merge_into_temp(kh, common, arch) == 0) {
+			snprintf(kh->what, sizeof(kh->what), "%s + %s (merged)", common, arch);
+			found = 0;
 		}
 	}
 	for (int i = 0; i < n; i++)
 		free(names[i]);
-	free(names);
+	if (n >= 0)
+		free(names);
 	return found;
+}
+
+/* The newest /usr/src/linux-headers-* that is not the running kernel's: only named, never used. */
+static void other_usr_src(char *out, size_t size)
+{
+	struct dirent **names;
+	int n = scandir("/usr/src", &names, NULL, versionsort);
+
+	*out = 0;
+	for (int i = n - 1; i >= 0; i--) {
+		if (!*out && !strncmp(names[i]->d_name, "linux-headers-", 14))
+			snprintf(out, size, "/usr/src/%s", names[i]->d_name);
+		free(names[i]);
+	}
+	if (n >= 0)
+		free(names);
 }
 
 static bool use_dir(struct kheaders *kh, const char *dir, const char *how)
@@ -130,16 +153,18 @@ static bool use_dir(struct kheaders *kh, const char *dir, const char *how)
 		return false;
 	if (!kheaders_usable(dir)) {
 		log_warn("%s %s has no kernel headers (no include/linux/kconfig.h)", how, dir);
+		snprintf(kh->why, sizeof(kh->why), "%s %s has none", how, dir);
 		return false;
 	}
 	snprintf(kh->dir, sizeof(kh->dir), "%s", dir);
-	snprintf(kh->what, sizeof(kh->what), "%s (%s)", dir, how);
+	snprintf(kh->what, sizeof(kh->what), "%s", dir);
+	snprintf(kh->why, sizeof(kh->why), "%s", how);
 	return true;
 }
 
 int kheaders_find(const char *user_dir, struct kheaders *kh)
 {
-	char build[PATH_MAX], source[PATH_MAX];
+	char build[PATH_MAX], source[PATH_MAX], other[PATH_MAX];
 	struct utsname u;
 
 	memset(kh, 0, sizeof(*kh));
@@ -150,15 +175,23 @@ int kheaders_find(const char *user_dir, struct kheaders *kh)
 		uname(&u);
 		snprintf(build, sizeof(build), "/lib/modules/%s/build", u.release);
 		snprintf(source, sizeof(source), "/lib/modules/%s/source", u.release);
-		if (kheaders_usable(build) && use_dir(kh, build, "running kernel"))
+		if (kheaders_usable(build) && use_dir(kh, build, "the running kernel's"))
 			return 0;
 		if (kheaders_usable(source) && is_dir(build) &&
 		    merge_into_temp(kh, source, build) == 0) {
 			snprintf(kh->what, sizeof(kh->what), "%s + %s (merged)", source, build);
+			snprintf(kh->why, sizeof(kh->why), "the running kernel's");
 			return 0;
 		}
-		if (find_usr_src(kh) == 0)
+		if (find_usr_src(kh, u.release) == 0) {
+			snprintf(kh->why, sizeof(kh->why), "the running kernel's");
 			return 0;
+		}
+		other_usr_src(other, sizeof(other));
+		if (*other)
+			snprintf(kh->why, sizeof(kh->why), "%s is not the running kernel %s", other, u.release);
+		else
+			snprintf(kh->why, sizeof(kh->why), "no headers of the running kernel %s", u.release);
 	}
 	if (make_tempdir(kh, "builtin-headers") || kheaders_write_builtin(kh->dir)) {
 		kheaders_release(kh);

@@ -11,16 +11,19 @@
 
 struct kheaders {
 	char dir[PATH_MAX];  /* what BCC_KERNEL_SOURCE is set to */
-	char what[PATH_MAX + 96]; /* one line for the user: which headers, found how */
+	char what[PATH_MAX * 2 + 16]; /* for the user: which headers */
+	char why[PATH_MAX + 96];      /* for the user: why these */
 	bool temporary;      /* dir was made by us and is removed by kheaders_release */
 	bool builtin;        /* dir holds the built-in set (kheaders_write_builtin) */
 };
 
 /*
- * Order: user_dir (--kernel-headers), $BCC_KERNEL_SOURCE, /lib/modules/$(uname -r)/
- * {build,source}, the newest /usr/src/linux-headers-*-common with its arch tree
- * merged into a temporary folder, then the built-in set. Returns 0, or -1 when even
- * the built-in set could not be written (errno set).
+ * Order: user_dir (--kernel-headers), $BCC_KERNEL_SOURCE, the running kernel's own
+ * headers (/lib/modules/$(uname -r)/{build,source}, or /usr/src/linux-headers-$(uname
+ * -r) with its -common half merged into a temporary folder), then the built-in set.
+ * Another kernel's headers are never picked by themselves: they only cost compile
+ * time. A user_dir without headers selects the built-in set. Returns 0, or -1 when
+ * even the built-in set could not be written (errno set).
  */
 int kheaders_find(const char *user_dir, struct kheaders *kh);
 void kheaders_release(struct kheaders *kh);

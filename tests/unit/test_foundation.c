@@ -201,6 +201,7 @@ static void kheaders_user_dir_without_headers_falls_back_to_builtin(void **state
 	assert_true(kh.temporary);
 	assert_true(kh.builtin);
 	assert_string_equal(kh.what, "pyebpf's built-in minimal headers");
+	assert_non_null(strstr(kh.why, "has none"));
 	snprintf(built, sizeof(built), "%s", kh.dir);
 	kheaders_release(&kh);
 	assert_int_not_equal(access(built, F_OK), 0); /* the temporary tree is gone */
