@@ -19,6 +19,7 @@
 #include "pyebpf.bpf.h"
 #ifdef STACKS
 #define PY_MAX_DEPTH PYGIL_DEPTH
+#define PY_WALK_FIELD_BY_FIELD /* two walks per run: see python.bpf.h */
 #include "python.bpf.h"
 BPF_PERCPU_ARRAY(scratch, struct pygil_stack_event, 1);
 #endif

@@ -166,9 +166,16 @@ static __always_inline u32 py_max32(u32 a, u32 b)
 	return a > b ? a : b;
 }
 
+/*
+ * A program that walks two stacks in one run (pygil) defines PY_WALK_FIELD_BY_FIELD:
+ * both ways of reading in each of two walks are more than the verifier explores.
+ */
 /* Bytes from a frame's start that hold code, back, instr and owner (0: no span read). */
 static __always_inline u32 py_frame_span(const struct pywalk_config *cfg)
 {
+#ifdef PY_WALK_FIELD_BY_FIELD
+	return 0;
+#endif
 	u32 end = py_max32(cfg->frame_code + 8, cfg->frame_back + 8);
 
 	/* instr is an int (f_lasti) before 3.11, a pointer after */
@@ -181,6 +188,9 @@ static __always_inline u32 py_frame_span(const struct pywalk_config *cfg)
 /* Bytes from a code object's ob_type (offset 8) to the end of co_firstlineno. */
 static __always_inline u32 py_code_span(const struct pywalk_config *cfg)
 {
+#ifdef PY_WALK_FIELD_BY_FIELD
+	return 0;
+#endif
 	u32 end = cfg->co_firstlineno + 4;
 
 	return end > 8 && end - 8 < PY_SPAN_MAX ? end - 8 : 0;

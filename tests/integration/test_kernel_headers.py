@@ -13,7 +13,9 @@ import pytest
 
 from conftest import TARGETS
 import test_pygc
+import test_pygil
 import test_pyhandoff
+import test_pyoffcpu
 import test_pystack
 import test_tcphandshake
 import test_tcploss
@@ -112,6 +114,47 @@ def test_builtin_tcploss(empty_headers, netns_pair):
     sent = test_tcploss.of(tool, "reset_sent")
     assert len(received) == 1 and len(sent) == 1, tool.stdout
     assert received[0]["pid"] == truth["pid"] and sent[0]["reason"] == "NO_SOCKET"
+
+
+def test_builtin_pygil(empty_headers):
+    """Two CPU-bound threads on Debian's 3.11 (the condition-variable hook): each waits,
+    about wall - cpu, for the other."""
+    w = test_pygil.Workload(["/usr/bin/python3.11"], "cpu2", 2)
+    try:
+        tool, (threads,) = test_pygil.trace(empty_headers, [w])
+    finally:
+        w.kill()
+    said_builtin([tool])
+    events = tool.events("gil_wait")
+    for name in ("spinner-a", "spinner-b"):
+        t = threads[name]
+        mine = test_pygil.waits_of(events, w.pid, t["native_id"])
+        test_pygil.assert_wait_matches("built-in headers", t, sum(e["duration_ms"] for e in mine))
+        assert {e["hook"] for e in mine} == {"condvar"}
+
+
+def test_builtin_pyoffcpu(empty_headers):
+    """A thread in time.sleep(2) loops on Debian's 3.11: 2000 ms +-2% off the CPU, in S,
+    at the sleeping line."""
+    target = subprocess.Popen(["/usr/bin/python3.11", test_pyoffcpu.SCRIPT, "sleep", "2"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().split()[:1] == ["ready"]
+        tool = empty_headers("pyoffcpu", "-p", str(target.pid))
+        time.sleep(5)
+        tool.stop()
+    finally:
+        target.kill()
+        target.wait()
+    assert tool.returncode == 0, tool.stderr
+    said_builtin([tool])
+    sleeps = test_pyoffcpu.by_thread(tool.events("off_cpu"), "sleeper").get(target.pid, [])
+    assert len(sleeps) >= 1, tool.stdout[-2000:]
+    failures = []
+    for e in sleeps:
+        assert 1960 <= e["off_cpu_ms"] <= 2040 and e["prev_state"] == "S", e
+        test_pyoffcpu.check_python_stack(e, "sleeper", test_pyoffcpu.marked_line("SLEEP"), failures, "3.11")
+    assert not failures, failures
 
 
 def test_every_bpf_tool_is_covered():
