@@ -137,7 +137,7 @@ struct thread_row {
 struct pygil {
 	struct tracker base;
 	double min_wait_ms, py_min_ms;
-	unsigned long interval_s;
+	double interval_s;
 	bool children, folded, stacks;
 	enum hook_choice hook;
 	struct pyhook_plan *hooks;
@@ -175,7 +175,7 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_PY_MIN:
 		return opts_parse_double("py-min-ms", arg, 0, 3600e3, &g->py_min_ms);
 	case OPT_INTERVAL:
-		return opts_parse_ulong("interval", arg, 1, 86400, &g->interval_s);
+		return opts_parse_seconds("interval", arg, &g->interval_s);
 	case OPT_CHILDREN:
 		g->children = true;
 		return 0;
@@ -675,7 +675,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	t->done = pytargets_refresh(&g->targets, now_ns);
 	configure_targets(g);
 	sample_holders(g, now_ns);
-	if (!t->done && g->interval_s && now_ns - g->interval_start_ns >= g->interval_s * 1000000000ull)
+	if (!t->done && g->interval_s && (double)(now_ns - g->interval_start_ns) >= g->interval_s * 1e9)
 		report(g, now_ns);
 	return 0;
 }

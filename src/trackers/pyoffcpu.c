@@ -122,7 +122,8 @@ static const struct schema *const schemas[] = { &event_schema, &thread_schema, &
 
 struct pyoffcpu {
 	struct tracker base;
-	unsigned long min_ms, py_min_ms, max_depth, interval_s;
+	unsigned long min_ms, py_min_ms, max_depth;
+	double interval_s;
 	unsigned state_mask; /* prev_state bits wanted, 0: any */
 	bool children, folded, no_py;
 	struct pytargets targets;
@@ -177,7 +178,7 @@ static int option(struct tracker *t, int id, const char *arg)
 		o->folded = true;
 		return 0;
 	case OPT_INTERVAL:
-		return opts_parse_ulong("interval", arg, 1, 86400, &o->interval_s);
+		return opts_parse_seconds("interval", arg, &o->interval_s);
 	}
 	return -1;
 }
@@ -558,7 +559,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	t->done = pytargets_refresh(&o->targets, now_ns);
 	sync_targets(o);
 	if (!t->done && o->folded && o->interval_s &&
-	    now_ns - o->last_report_ns >= o->interval_s * 1000000000ull) {
+	    (double)(now_ns - o->last_report_ns) >= o->interval_s * 1e9) {
 		o->last_report_ns = now_ns;
 		report_folded(o);
 	}

@@ -26,7 +26,7 @@ PERIOD_NS = 1000000000 // HZ
 BROWSER_JS = os.path.join(ROOT, "tests", "integration", "pictures_browser.mjs")
 NPM_DIR = os.path.join(BUILD, "npm")
 ARTIFACTS = os.path.join(BUILD, "test-artifacts")
-ROW_RE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\d+)\s+(\d+)\s+(.*) \((.*):(\d+)\)$")
+ROW_RE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\d+)\s+(\d+)\s+\d+\s+(.*) \((.*):(\d+)\)$")  # ... PID FUNCTION
 
 
 def table_rows(text):
