@@ -56,7 +56,7 @@ static const struct opt options[] = {
 	{ OPT_STATE, 0, "state", "S|D|any", "only periods that began in this state (default any)" },
 	{ OPT_NO_PY, 0, "no-py", NULL, "do not walk Python stacks (kernel and user stacks only)" },
 	{ OPT_FOLDED, 'f', "folded", NULL, "print folded stacks with total microseconds (FlameGraph input)" },
-	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "with -f: print the folded stacks every SECONDS" },
+	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the per-thread table so far (with -f: the folded stacks since the last) every SECONDS" },
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -192,8 +192,6 @@ static int check(struct tracker *t)
 		return opts_usage_error("give the processes to trace with -p PID");
 	if (o->folded && c->json)
 		return opts_usage_error("-f and -j exclude each other");
-	if (o->interval_s && !o->folded)
-		return opts_usage_error("-i needs -f/--folded");
 	return 0;
 }
 
@@ -552,20 +550,6 @@ static void report_folded(struct pyoffcpu *o)
 	free(py);
 }
 
-static int tick(struct tracker *t, uint64_t now_ns)
-{
-	struct pyoffcpu *o = (struct pyoffcpu *)t;
-
-	t->done = pytargets_refresh(&o->targets, now_ns);
-	sync_targets(o);
-	if (!t->done && o->folded && o->interval_s &&
-	    (double)(now_ns - o->last_report_ns) >= o->interval_s * 1e9) {
-		o->last_report_ns = now_ns;
-		report_folded(o);
-	}
-	return 0;
-}
-
 /* One row per thread that left a CPU (when print), in the order of the map; how many threads. */
 static unsigned long long print_threads(struct pyoffcpu *o, bool print)
 {
@@ -605,6 +589,22 @@ static unsigned long long print_threads(struct pyoffcpu *o, bool print)
 		sink_table_row(o->base.sink, &thread_schema, r);
 	}
 	return n;
+}
+
+static int tick(struct tracker *t, uint64_t now_ns)
+{
+	struct pyoffcpu *o = (struct pyoffcpu *)t;
+
+	t->done = pytargets_refresh(&o->targets, now_ns);
+	sync_targets(o);
+	if (!t->done && o->interval_s && (double)(now_ns - o->last_report_ns) >= o->interval_s * 1e9) {
+		o->last_report_ns = now_ns;
+		if (o->folded)
+			report_folded(o);
+		else
+			print_threads(o, true);
+	}
+	return 0;
 }
 
 /*

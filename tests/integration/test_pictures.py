@@ -26,7 +26,7 @@ PERIOD_NS = 1000000000 // HZ
 BROWSER_JS = os.path.join(ROOT, "tests", "integration", "pictures_browser.mjs")
 NPM_DIR = os.path.join(BUILD, "npm")
 ARTIFACTS = os.path.join(BUILD, "test-artifacts")
-ROW_RE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\d+)\s+(\d+)\s+\d+\s+(.*) \((.*):(\d+)\)$")  # ... PID FUNCTION
+ROW_RE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\d+)\s+(\d+)\s+(?:\d+\s+)?(.*) \((.*):(\d+)\)$")  # [PID] FUNCTION
 
 
 def table_rows(text):
@@ -196,7 +196,7 @@ def test_speedscope_file_in_speedscope(profiles, tmp_path):
     assert all(fr["file"].endswith("py_split.py") and fr["line"] == def_line(fr["name"])
                for fr in doc["shared"]["frames"] if fr["name"] in ("a", "b", "work"))
     (prof,) = doc["profiles"]  # one thread
-    assert prof["type"] == "sampled" and prof["unit"] == "nanoseconds" and prof["name"] == "python3"
+    assert prof["type"] == "sampled" and prof["unit"] == "nanoseconds" and prof["name"] == "MainThread"
     assert sum(prof["weights"]) == sum(own for own, _, _, _ in table.values()) * PERIOD_NS
 
     site = tmp_path / "site"
