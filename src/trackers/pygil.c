@@ -33,8 +33,14 @@ extern const char pygil_bpf_text[];
 enum { MAX_TARGETS = 1024 };
 /* Threads kept for the per-thread table, holder stacks shown in it. */
 enum { MAX_THREADS = 4096, TOP_STACKS = 10 };
-/* How often userspace looks at who holds the GIL (the holding share). */
-enum { SAMPLE_MS = 10 };
+/*
+ * How often userspace looks at who holds the GIL (the holding share): on average
+ * every SAMPLE_MS, each time after a random 1/2 to 3/2 of it. A fixed period aliases
+ * with the GIL's own (CPU-bound threads swap it every 5 ms switch interval): samples
+ * then land on one thread for long stretches. A share from n samples has a standard
+ * error of at most 50/sqrt(n) points: 3 s, 600 samples, 2 points.
+ */
+enum { SAMPLE_MS = 5 };
 
 enum {
 	OPT_FOLDED = 'f',
@@ -86,7 +92,7 @@ static const struct field thread_fields[] = {
 	FIELD_PID(1),
 	FIELD_TID(2),
 	{ "thread_name", FIELD_STR, NULL, "the Python thread's name (else its comm)", 3, "THREAD", -16, NULL },
-	{ "hold_pct", FIELD_REAL, "%", "share of the interval it held the GIL (sampled every 10 ms)", 4, "%HOLD", 7, "%6.1f%%" },
+	{ "hold_pct", FIELD_REAL, "%", "share of the interval it held the GIL (sampled about every 5 ms)", 4, "%HOLD", 7, "%6.1f%%" },
 	{ "wait_pct", FIELD_REAL, "%", "share of the interval it waited for the GIL (every wait, also the short ones)", 5, "%WAIT", 7, "%6.1f%%" },
 	{ "neither_pct", FIELD_REAL, "%", "the rest: running without the GIL, blocked, or idle", 6, "%NEITHER", 9, "%8.1f%%" },
 	{ "waits", FIELD_INT, NULL, "waits in the interval", 7, "WAITS", 7, NULL },
@@ -150,7 +156,8 @@ struct pygil {
 	struct pyframes_buf waiter_text, holder_text;
 	unsigned long long events, stack_errors;
 	unsigned tables;
-	uint64_t interval_start_ns, last_sample_ns;
+	uint64_t interval_start_ns, last_sample_ns, next_sample_ns;
+	uint32_t jitter; /* xorshift state for the sampling times */
 	struct pycode_loc locs[PYGIL_DEPTH];
 };
 
@@ -423,14 +430,28 @@ static struct thread_row *row_of(struct pygil *g, pid_t pid, pid_t tid, const ch
 	return r;
 }
 
-/* Who holds each target's GIL now: dt more holding time for that thread. */
+/* When the next sample is due: SAMPLE_MS/2 to 3*SAMPLE_MS/2 from now. */
+static uint64_t next_sample(struct pygil *g, uint64_t now_ns)
+{
+	uint32_t x = g->jitter;
+
+	x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+	g->jitter = x;
+	return now_ns + SAMPLE_MS * 1000000ull / 2 + x % (SAMPLE_MS * 1000000u);
+}
+
+/* Who holds each target's GIL now: the time since the last sample more for that thread. */
 static void sample_holders(struct pygil *g, uint64_t now_ns)
 {
 	uint64_t dt = now_ns - g->last_sample_ns;
 
-	if (dt < SAMPLE_MS * 1000000ull)
+	if (now_ns < g->next_sample_ns) {
+		g->base.poll_ms = (int)((g->next_sample_ns - now_ns) / 1000000) + 1;
 		return;
+	}
 	g->last_sample_ns = now_ns;
+	g->next_sample_ns = next_sample(g, now_ns);
+	g->base.poll_ms = (int)((g->next_sample_ns - now_ns) / 1000000) + 1;
 	if (dt > 10 * SAMPLE_MS * 1000000ull)
 		dt = SAMPLE_MS * 1000000ull; /* a late tick does not stand for the time it missed */
 	for (int i = 0; i < g->targets.n; i++) {
@@ -657,13 +678,14 @@ static int start(struct tracker *t)
 		pytargets_add_children(&g->targets);
 		configure_targets(g);
 	}
-	/* woken per 16 records, read every poll: the holder samples want a tick every 10 ms */
+	/* woken per 16 records, read every poll: the holder samples want a tick about every 5 ms */
 	t->poll_ms = SAMPLE_MS;
 	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 16) || pyhooks_attach(g->hooks, p))
 		return -1;
 	snprintf(t->banner, sizeof(t->banner), "Tracing GIL waits of %d process%s (%d probes).",
 		 g->targets.alive, g->targets.alive == 1 ? "" : "es", bpfprog_attachments(p));
-	g->interval_start_ns = g->last_sample_ns = time_mono_ns();
+	g->interval_start_ns = g->last_sample_ns = g->next_sample_ns = time_mono_ns();
+	g->jitter = (uint32_t)g->last_sample_ns | 1;
 	g->targets.next_children_ns = g->targets.next_exits_ns = g->interval_start_ns + 1000000000ull;
 	return 0;
 }

@@ -41,7 +41,7 @@ def sleeper(stop):
 
 def reader(stop, sock):
     n = 0
-    sock.send(b"g")  # the writer starts now: nothing waits in the buffer
+    sock.send(b"g")  # SEND_LINE: the writer starts now, nothing waits in the buffer
     while not stop.is_set():
         if not sock.recv(1) or stop.is_set():  # RECV_LINE
             break  # (the last return may find the spinner gone: not counted)
