@@ -206,6 +206,18 @@ def test_run_queue_time_equals_schedstat_run_delay(run_tool, targets):
     assert all(e["runq_ms"] == e["duration_ms"] for e in preempted)
 
 
+def test_interval_tables_are_totals_so_far(run_tool, targets):
+    """-i 1 without -f: the per-thread table every second, each the totals since the start,
+    so they grow, and the last one is the run delay schedstat counted."""
+    t, pid, tid, wall, (oncpu, run_delay, slices) = contended(run_tool, targets, "-i", "1")
+    rows = [r for r in t.events("off_cpu_thread") if r["tid"] == tid]
+    print("tables: runq %s ms; run_delay %.1f ms" % ([r["runq_ms"] for r in rows], run_delay / 1e6))
+    assert len(rows) >= 4, rows  # every second of the 4 s window, and the end
+    assert all(a["runq_ms"] <= b["runq_ms"] and a["periods"] <= b["periods"] for a, b in zip(rows, rows[1:]))
+    assert rows[0]["runq_ms"] < 0.9 * rows[-1]["runq_ms"]
+    assert abs(rows[-1]["runq_ms"] * 1e6 - run_delay) <= 0.05 * run_delay, (rows[-1], run_delay)
+
+
 def test_folded_totals_are_wall_time_minus_on_cpu(run_tool, targets):
     t, pid, tid, wall, (oncpu, run_delay, slices) = contended(run_tool, targets, "-f", json_mode=False)
     total_us = 0
@@ -282,7 +294,7 @@ def test_a_switch_storm_is_survived_and_every_loss_counted(run_tool, targets):
     (["--max-stack-depth", "0", "-p", "1"], 2, "max-stack-depth"),
     (["--max-stack-depth", "128", "-p", "1"], 2, "max-stack-depth"),
     (["--min-ms", "-1", "-p", "1"], 2, "min-ms"),
-    (["-i", "5", "-p", "1"], 2, "-i needs -f"),
+    (["-i", "0", "-p", "1"], 2, "invalid --interval '0'"),
     (["-f", "-j", "-p", "1"], 2, "exclude"),
     ([], 2, "-p PID"),
     (["-p", "999999999"], 2, "pid"),
