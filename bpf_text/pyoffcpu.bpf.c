@@ -7,11 +7,11 @@
  * its Python stack (python.bpf.h) there, into the thread's offcpu entry.
  * sched_wakeup / sched_wakeup_new note when (and by whom) it was woken; a preempted
  * thread (state R) is runnable from the switch on. The sched_switch that puts it back
- * (next) ends the period: per-thread totals always; a record (events) or a sum per
- * (thread, kernel, user, Python stack) in the folded table (-DFOLDED) when it was off
- * for at least MIN_NS in the wanted state.
+ * (next) ends the period: per-thread totals always; a record (events, -DRECORDS) and/or
+ * a sum per (thread, kernel, user, Python stack) in the folded table (-DFOLDED) when it
+ * was off for at least MIN_NS in the wanted state.
  *
- * Options: -DMIN_NS, -DSTATE_MASK (prev_state bits wanted; 0: any), -DFOLDED,
+ * Options: -DMIN_NS, -DSTATE_MASK (prev_state bits wanted; 0: any), -DFOLDED, -DRECORDS,
  * -DWALK_PYTHON, -DMAX_STACK_DEPTH, -DPY_MAX_DEPTH, -DPYEBPF_RINGBUF_PAGES; offsets
  * -DOFF_* from BTF.
  */
@@ -50,7 +50,7 @@ BPF_ARRAY(stopped, u32, 1);
 /* A zeroed entry to create offcpu entries from (never written). */
 BPF_ARRAY(blank, struct pyoffcpu_event, 1);
 #ifdef FOLDED
-BPF_HASH(folded, struct pyoffcpu_fold_key, u64, PYOFFCPU_FOLDED_MAX);
+BPF_HASH(folded, struct pyoffcpu_fold_key, struct pyoffcpu_fold_val, PYOFFCPU_FOLDED_MAX);
 BPF_HASH(py_stacks, u64, struct pyoffcpu_pystack, 4096);
 #endif
 
@@ -189,7 +189,7 @@ static __always_inline u64 py_hash(struct pyoffcpu_pystack *py)
 static __always_inline void fold(struct pyoffcpu_event *v, u64 ns)
 {
 	struct pyoffcpu_fold_key key = {};
-	u64 *total;
+	struct pyoffcpu_fold_val one = { .ns = ns, .periods = 1 }, *total;
 
 	key.pid = v->task.pid;
 	key.tid = v->task.tid;
@@ -200,17 +200,16 @@ static __always_inline void fold(struct pyoffcpu_event *v, u64 ns)
 	if (key.py_hash)
 		py_stacks.insert(&key.py_hash, &v->py);
 	total = folded.lookup(&key);
-	if (total) {
-		__sync_fetch_and_add(total, ns);
+	if (!total && folded.insert(&key, &one) == 0)
+		return;
+	if (!total)
+		total = folded.lookup(&key); /* another CPU inserted it */
+	if (!total) {
+		counter_add(OFFCPU_CNT_FOLD_FULL, 1);
 		return;
 	}
-	if (folded.insert(&key, &ns)) {
-		total = folded.lookup(&key); /* another CPU inserted it */
-		if (total)
-			__sync_fetch_and_add(total, ns);
-		else
-			counter_add(OFFCPU_CNT_FOLD_FULL, 1);
-	}
+	__sync_fetch_and_add(&total->ns, ns);
+	__sync_fetch_and_add(&total->periods, 1);
 }
 #endif
 
@@ -245,7 +244,8 @@ static __always_inline void switch_in(void *ctx, u32 tid, u64 now)
 		counter_add(OFFCPU_CNT_LONG, 1);
 #ifdef FOLDED
 		fold(v, off);
-#else
+#endif
+#ifdef RECORDS
 		u32 size = sizeof(*v) - sizeof(v->py.frames);
 		u32 depth = v->py.depth;
 

@@ -24,7 +24,7 @@
 	X(OFFCPU_CNT_USTACK_ERR, "user_stack_errors", "user stacks not taken (stack table full, collision, or none)") \
 	X(OFFCPU_CNT_PY_WALKS, "py_walks", "Python stacks walked (threads of CPython targets leaving a CPU)") \
 	X(OFFCPU_CNT_PY_ERRORS, "py_errors", "of these, stacks whose thread list or frames could not be read") \
-	X(OFFCPU_CNT_FOLD_FULL, "folded_dropped", "-f: long periods not added, the folded table was full")
+	X(OFFCPU_CNT_FOLD_FULL, "folded_dropped", "-f, -o: long periods not added, the folded table was full")
 enum pyoffcpu_counter { PYOFFCPU_COUNTERS(PYEBPF_COUNTER_ID) OFFCPU_CNT_MAX };
 
 /* A Python stack as taken when the thread left the CPU; also the values of py_stacks (-f). */
@@ -61,13 +61,17 @@ struct pyoffcpu_thread {
 	__u64 lost;    /* records of it lost: the buffer was full */
 };
 
-/* -f: entries of the in-kernel table, its key; the value is total nanoseconds off the CPU. */
+/* -f, -o: entries of the in-kernel table, its key and value. */
 #define PYOFFCPU_FOLDED_MAX 16384
 struct pyoffcpu_fold_key {
 	__u32 pid, tid;
 	__s32 kstack, ustack;
 	__u64 py_hash; /* key into py_stacks; 0: no Python stack */
 	char comm[16];
+};
+struct pyoffcpu_fold_val {
+	__u64 ns;      /* off the CPU, added up */
+	__u64 periods; /* how many periods (-o: pprof's count) */
 };
 
 #endif

@@ -43,6 +43,7 @@ variants() {
 	case $1 in
 	pygc) echo "--stack -g 2 --min-ms 1" ;;
 	pyhandoff) echo "-p $$ --children --min-ms 1" ;;
+	pyoffcpu) echo "-p $$ -f" && echo "-p $$ -o $tmp/offcpu.txt" ;;
 	tcphandshake) echo "-p $$ --port 80 --min-us 5 -4" && echo "-6" ;;
 	tcploss) echo "-p $$ --connections --port 80 --filter-ip 10.0.0.7" && echo "--filter-ip ::1" ;;
 	esac

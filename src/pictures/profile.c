@@ -206,10 +206,14 @@ long long profdata_value(const struct profdata *d, const struct pstack *s)
 	return d->meta->by_weight ? s->weight : s->count;
 }
 
-static int write_folded(FILE *f, const struct stackagg *agg)
+/* folded_us: the lines the tool's -f prints, which leaves out stacks of less than 1 us. */
+static int write_folded(FILE *f, const struct stackagg *agg, const struct profile_meta *m)
 {
-	for (size_t i = 0; i < agg->n; i++)
-		fprintf(f, "%s %lld\n", agg->v[i].key, agg->v[i].self);
+	for (size_t i = 0; i < agg->n; i++) {
+		long long v = m->folded_us ? agg->v[i].total / 1000 : agg->v[i].self;
+		if (v || !m->folded_us)
+			fprintf(f, "%s %lld\n", agg->v[i].key, v);
+	}
 	return ferror(f) ? -1 : 0;
 }
 
@@ -229,7 +233,7 @@ int profile_write(const struct profile_out *o, const struct stackagg *agg, const
 		}
 	}
 	if (o->format == PROFILE_FOLDED) {
-		r = write_folded(f, agg);
+		r = write_folded(f, agg, m);
 	} else if (profdata_build(&d, agg, m)) {
 		r = -1;
 		errno = ENOMEM;

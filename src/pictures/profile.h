@@ -1,7 +1,7 @@
 /*
  * Pictures of aggregated stacks: a tracker that folds stacks into a struct stackagg
  * (src/base/stackagg.h: key "root;...;leaf", self = times seen, total = their weight
- * when it is not a fixed period) writes them with -o FILE as an interactive SVG flame
+ * in nanoseconds when it is not a fixed period: a pause, time off the CPU, a GIL wait) writes them with -o FILE as an interactive SVG flame
  * graph, a speedscope file, a pprof profile or folded text. The format comes from the
  * file's name or --format. A tracker plugs in with profile_option() in its option
  * handler, profile_check() in its check and profile_write() at the end.
@@ -28,6 +28,7 @@ struct profile_meta {
 	uint64_t period_ns;      /* > 0: weight = self * period_ns (sampling); 0: weight = total */
 	bool by_weight;          /* widths by the weight, not by the count (pygc: pause time) */
 	bool per_thread;         /* the first frame of each stack is a thread name */
+	bool folded_us;          /* folded text: the weight in microseconds (as the tool's -f), not the count */
 };
 
 /* The -o FILE and --format settings of a tracker. */

@@ -5,7 +5,9 @@
  * run-queue wait, its state and the kernel, user and Python stacks taken when the
  * thread left the CPU (bpf_text/pyoffcpu.bpf.c); or (-f) the same periods summed in
  * the kernel per (thread, kernel, user, Python stack) and printed as folded stacks.
- * At the end a row per thread with every period counted (whatever --min-ms).
+ * -o FILE takes those sums too (with the records or with -f) and draws them, weighted
+ * by the time off the CPU. At the end a row per thread with every period counted
+ * (whatever --min-ms).
  */
 #include <bcc/libbpf.h>
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include "kbtf.h"
 #include "log.h"
 #include "procinfo.h"
+#include "profile.h"
 #include "pyebpf_bpf.h"
 #include "pyframes.h"
 #include "pyoffcpu.h"
@@ -45,6 +48,8 @@ enum {
 	OPT_MAX_STACK_DEPTH,
 	OPT_STATE,
 	OPT_NO_PY,
+	OPT_FORMAT,
+	OPT_OUTPUT = 'o',
 };
 
 static const struct opt options[] = {
@@ -57,6 +62,7 @@ static const struct opt options[] = {
 	{ OPT_NO_PY, 0, "no-py", NULL, "do not walk Python stacks (kernel and user stacks only)" },
 	{ OPT_FOLDED, 'f', "folded", NULL, "print folded stacks with total microseconds (FlameGraph input)" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the per-thread table so far (with -f: the folded stacks since the last) every SECONDS" },
+	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -126,6 +132,8 @@ struct pyoffcpu {
 	double interval_s;
 	unsigned state_mask; /* prev_state bits wanted, 0: any */
 	bool children, folded, no_py;
+	struct profile_out out;   /* -o: the folded table's sums of the whole run */
+	struct stackagg profile;  /* stack -> self: periods, total: nanoseconds off the CPU */
 	struct pytargets targets;
 	unsigned long long synced; /* targets.added when target_pids was last written */
 	struct symbols *syms;
@@ -145,6 +153,7 @@ static void init(struct tracker *t)
 	o->max_depth = 20;
 	pytargets_init(&o->targets, MAX_TARGETS);
 	o->targets.announce = true;
+	stackagg_init(&o->profile);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -179,6 +188,9 @@ static int option(struct tracker *t, int id, const char *arg)
 		return 0;
 	case OPT_INTERVAL:
 		return opts_parse_seconds("interval", arg, &o->interval_s);
+	case OPT_OUTPUT:
+	case OPT_FORMAT:
+		return profile_option(&o->out, id == OPT_FORMAT, arg);
 	}
 	return -1;
 }
@@ -192,7 +204,7 @@ static int check(struct tracker *t)
 		return opts_usage_error("give the processes to trace with -p PID");
 	if (o->folded && c->json)
 		return opts_usage_error("-f and -j exclude each other");
-	return 0;
+	return profile_check(&o->out);
 }
 
 /*
@@ -255,10 +267,13 @@ static int prepare(struct tracker *t)
 	cflags_add(cf, "-DPY_MAX_DEPTH=%lu", o->max_depth);
 	if (!o->no_py)
 		cflags_add(cf, "-DWALK_PYTHON");
-	if (o->folded)
+	/* -o sums the periods in the kernel as -f does: no record lost, whatever else is printed */
+	if (o->folded || o->out.path)
 		cflags_add(cf, "-DFOLDED");
-	else
+	if (!o->folded) {
+		cflags_add(cf, "-DRECORDS");
 		cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
+	}
 	t->text = pyoffcpu_bpf_text;
 	for (int i = 0; !t->common->print_ebpf && i < t->common->npids; i++)
 		if (add_target(o, t->common->pids[i]))
@@ -479,9 +494,9 @@ static int start(struct tracker *t)
 	return 0;
 }
 
-/* -f: one line "thread;python...;user...;kernel... MICROSECONDS" per key, root first. */
-static void print_folded_key(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_key *k, __u64 ns,
-			     int py_fd, struct pyoffcpu_pystack *py)
+/* A key's stack as -f folds it, "thread;python...;user...;kernel...", root first. */
+static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_key *k, int py_fd,
+			struct pyoffcpu_pystack *py)
 {
 	char thread[PYTHREAD_NAME_MAX], name[FRAME_NAME_MAX];
 	__u64 ips[PYOFFCPU_DEPTH_LIMIT];
@@ -515,21 +530,46 @@ static void print_folded_key(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_
 		frame_name(o, (pid_t)k->pid, ips[i], name, sizeof(name));
 		fprintf(f, ";%s", name);
 	}
-	fprintf(f, " %llu\n", (unsigned long long)(ns / 1000));
 }
 
-/* -f: the folded table so far, then emptied (counting starts afresh). */
-static void report_folded(struct pyoffcpu *o)
+/*
+ * One key's sums: with -f a line "STACK MICROSECONDS" (none under 1 us), with -o
+ * into the run's profile (the -f lines of every interval added up).
+ */
+static void take_key(struct pyoffcpu *o, FILE *out, const struct pyoffcpu_fold_key *k,
+		     const struct pyoffcpu_fold_val *v, int py_fd, struct pyoffcpu_pystack *py)
+{
+	char *stack = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&stack, &len);
+	struct stackagg_entry *e;
+
+	if (!m)
+		return;
+	write_stack(o, m, k, py_fd, py);
+	if (fclose(m))
+		return;
+	if (out && v->ns >= 1000)
+		fprintf(out, "%s %llu\n", stack, (unsigned long long)(v->ns / 1000));
+	if (o->out.path && (e = stackagg_get(&o->profile, stack, len))) {
+		e->self += (long long)v->periods;
+		e->total += (long long)v->ns;
+	}
+	free(stack);
+}
+
+/* -f, -o: the folded table so far, printed (-f) and kept (-o), then emptied (counting starts afresh). */
+static void take_folded(struct pyoffcpu *o)
 {
 	int fd = bpfprog_table_fd(o->base.prog, "folded");
 	int py_fd = bpfprog_table_fd(o->base.prog, "py_stacks");
 	struct pyoffcpu_pystack *py = malloc(sizeof(*py));
 	struct pyoffcpu_fold_key *keys = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*keys));
-	__u64 *totals = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*totals));
-	FILE *f = sink_text(o->base.sink);
+	struct pyoffcpu_fold_val *totals = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*totals));
+	FILE *f = o->folded ? sink_text(o->base.sink) : NULL;
 	size_t n = 0, taken = 0;
 
-	if (fd >= 0 && py && keys && totals && f) {
+	if (fd >= 0 && py && keys && totals && (f || !o->folded)) {
 		/*
 		 * The keys first (deleting while walking would restart bpf_get_next_key),
 		 * then each one read and deleted at once, and only then the slow part, the
@@ -541,9 +581,9 @@ static void report_folded(struct pyoffcpu *o)
 			if (!bpf_lookup_elem(fd, &keys[i], &totals[taken]) && !bpf_delete_elem(fd, &keys[i]))
 				keys[taken] = keys[i], taken++;
 		for (size_t i = 0; i < taken; i++)
-			if (totals[i] >= 1000)
-				print_folded_key(o, f, &keys[i], totals[i], py_fd, py);
-		fflush(f);
+			take_key(o, f, &keys[i], &totals[i], py_fd, py);
+		if (f)
+			fflush(f);
 	}
 	free(totals);
 	free(keys);
@@ -599,9 +639,9 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	sync_targets(o);
 	if (!t->done && o->interval_s && (double)(now_ns - o->last_report_ns) >= o->interval_s * 1e9) {
 		o->last_report_ns = now_ns;
-		if (o->folded)
-			report_folded(o);
-		else
+		if (o->folded || o->out.path)
+			take_folded(o); /* -o alone: the table does not fill up in a long run */
+		if (!o->folded)
 			print_threads(o, true);
 	}
 	return 0;
@@ -631,8 +671,8 @@ static void finish(struct tracker *t)
 
 	stop_tracing(o);
 	/* -f: stdout is flame-graph input only; the rows would be lines it cannot read */
-	if (o->folded)
-		report_folded(o);
+	if (o->folded || o->out.path)
+		take_folded(o);
 	nthreads = print_threads(o, !o->folded);
 	json_set_str(sum, "metric", summary_schema.metric);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
@@ -643,6 +683,14 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "threads", (json_int_t)nthreads);
 	json_set_real(sum, "tool_cpu_ms", (double)cpu / 1000.0);
 	sink_summary(t->sink, &summary_schema, sum);
+	t->failed |= 0 != profile_write(&o->out, &o->profile, &(const struct profile_meta){
+		.title = "pyoffcpu: where threads wait off the CPU",
+		.count_name = "periods",
+		.weight_name = "off_cpu",
+		.by_weight = true,
+		.per_thread = true,
+		.folded_us = true,
+	});
 }
 
 static void destroy(struct tracker *t)
@@ -650,6 +698,7 @@ static void destroy(struct tracker *t)
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
 	pytargets_free(&o->targets);
+	stackagg_free(&o->profile);
 	pyframes_buf_free(&o->text);
 	if (o->syms)
 		symbols_close(o->syms);
