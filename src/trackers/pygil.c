@@ -4,7 +4,8 @@
  * and its clones (builds with a symbol table), else libc's pthread_cond_timedwait on
  * the GIL's condition variable (stripped builds). At the end and every -i: the share
  * of wall time each thread held the GIL, waited for it or neither, and the holder
- * stacks that made others wait longest (-f: folded).
+ * stacks that made others wait longest (-f: folded; -o FILE: drawn, weighted by the
+ * waits, for the whole run).
  */
 #include <bcc/libbpf.h>
 #include <linux/types.h>
@@ -21,6 +22,7 @@
 #include "pyebpf_bpf.h"
 #include "pyframes.h"
 #include "pygil.h"
+#include "profile.h"
 #include "pyhooks.h"
 #include "pytargets.h"
 #include "record.h"
@@ -50,6 +52,8 @@ enum {
 	OPT_PY_MIN,
 	OPT_NO_STACKS,
 	OPT_HOOK,
+	OPT_FORMAT,
+	OPT_OUTPUT = 'o',
 };
 
 static const struct opt options[] = {
@@ -61,6 +65,7 @@ static const struct opt options[] = {
 	{ OPT_FOLDED, 'f', "folded", NULL, "print the holder stacks folded (FlameGraph input, microseconds waited) instead of waits and tables" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the tables (or folded stacks) every SECONDS" },
 	{ OPT_HOOK, 0, "hook", "HOOK", "take_gil or condvar instead of the cheaper one the binary has" },
+	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -153,6 +158,8 @@ struct pygil {
 	struct thread_row *rows;   /* the current interval's threads */
 	int nrows;
 	struct stackagg holders;   /* holder stack -> self: microseconds waited, total: waits */
+	struct profile_out out;    /* -o: the holder stacks of the whole run */
+	struct stackagg profile;   /* holder stack -> self: waits, total: nanoseconds waited */
 	struct pyframes_buf waiter_text, holder_text;
 	unsigned long long events, stack_errors;
 	unsigned tables;
@@ -170,6 +177,7 @@ static void init(struct tracker *t)
 	g->stacks = true;
 	pytargets_init(&g->targets, MAX_TARGETS);
 	stackagg_init(&g->holders);
+	stackagg_init(&g->profile);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -200,6 +208,9 @@ static int option(struct tracker *t, int id, const char *arg)
 		else
 			return opts_usage_error("invalid --hook '%s': take_gil or condvar", arg);
 		return 0;
+	case OPT_OUTPUT:
+	case OPT_FORMAT:
+		return profile_option(&g->out, id == OPT_FORMAT, arg);
 	}
 	return -1;
 }
@@ -217,7 +228,9 @@ static int check(struct tracker *t)
 		return opts_usage_error("-f needs the stacks (drop --no-stacks)");
 	if (g->py_min_ms >= 0 && !g->stacks)
 		return opts_usage_error("--py-min-ms and --no-stacks exclude each other");
-	return 0;
+	if (g->out.path && !g->stacks)
+		return opts_usage_error("-o needs the stacks (drop --no-stacks)");
+	return profile_check(&g->out);
 }
 
 static int build_cflags(struct pygil *g)
@@ -641,6 +654,9 @@ static void on_event(void *ctx, void *data, int size)
 				e->self += (long long)((ev->end_ns - ev->start_ns) / 1000);
 				e->total++;
 			}
+			if (g->out.path)
+				stackagg_add_weighted(&g->profile, holder, strlen(holder),
+						      (long long)(ev->end_ns - ev->start_ns));
 		}
 	}
 	g->events++;
@@ -733,6 +749,13 @@ static void finish(struct tracker *t)
 	pyebpf_bpf_set_losses(o, t->prog);
 	json_set_int(o, "processes", (json_int_t)g->targets.added);
 	sink_summary(t->sink, &summary_schema, o);
+	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
+		.title = "pygil: the Python code holding the GIL while others waited",
+		.count_name = "waits",
+		.weight_name = "gil_wait",
+		.by_weight = true,
+		.folded_us = true,
+	});
 }
 
 static void destroy(struct tracker *t)
@@ -741,6 +764,7 @@ static void destroy(struct tracker *t)
 
 	pytargets_free(&g->targets);
 	stackagg_free(&g->holders);
+	stackagg_free(&g->profile);
 	pyframes_buf_free(&g->waiter_text);
 	pyframes_buf_free(&g->holder_text);
 	pyhooks_free(g->hooks);
