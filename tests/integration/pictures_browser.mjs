@@ -3,7 +3,8 @@
 //   node pictures_browser.mjs svg FILE.svg SHOT.png SEARCH ZOOM
 //     every frame's label and rect geometry; after typing SEARCH into the search box,
 //     the highlighted frames and the "Matched" text; after a click on the first frame
-//     named ZOOM, its width; a screenshot to SHOT.png.
+//     named ZOOM, its width, and the details line of the first frame still shown over
+//     "all"; a screenshot to SHOT.png.
 //   node pictures_browser.mjs speedscope URL SHOT.png
 //     speedscope's sandwich view of the profile at URL: its table's text rows.
 // NODE_PATH names the node_modules with playwright-core (installed by the test).
@@ -41,7 +42,7 @@ try {
     const at = out.frames.findIndex((f) => f.label.startsWith(zoom + " ("));
     await page.locator("g.f").nth(at).click();
     out.zoomed = (await frames()).filter((f) => f.label.startsWith(zoom + " ") && f.shown);
-    await page.hover("g.f >> nth=1");
+    await page.hover("g.f:visible >> nth=1"); // the zoomed frame's first shown ancestor
     out.details = await page.textContent("#details");
   } else {
     await page.goto(target);

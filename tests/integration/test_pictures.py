@@ -360,3 +360,353 @@ def test_pygc_pprof_weighs_stacks_by_pause(run_tool, tmp_path):
     pairs = re.findall(r"^\s+(\d+)\s+(\d+): ", res.stdout, re.M)
     assert sum(int(n) for n, _ in pairs) == len(pauses), res.stdout
     assert sum(int(ns) for _, ns in pairs) == sum(e["end_ns"] - e["start_ns"] for e in pauses), res.stdout
+
+
+# ---- pyoffcpu and pygil: -o FILE of the tools that weigh stacks by time ----
+
+from test_pygil import WORKLOAD, Workload, in_spin, python_cmd, pythons  # noqa: E402,F401 (pythons: a fixture)
+from test_pyoffcpu import SCRIPT as OFFCPU_SCRIPT, schedstat, stopped  # noqa: E402
+from test_pystack import Targets  # noqa: E402
+
+
+def go_pprof(path, *args):
+    env = dict(os.environ, HOME=os.environ.get("HOME", "/root"), GOFLAGS="-mod=mod")
+    # -symbolize=none: pprof would shorten "<module>" as a C++ template otherwise
+    return run(["go", "tool", "pprof", "-symbolize=none"] + list(args) + [path], env=env, timeout=300).stdout
+
+
+def pprof_top(path, index, unit=None):
+    """go tool pprof -top of one sample type: (its total, {function: cum}, the output)."""
+    out = go_pprof(path, "-sample_index=" + index, *(["-unit=" + unit] if unit else []), "-top")
+    suffix = unit or ""
+    m = re.search(r"of (\d+)%s total" % suffix, out)
+    assert m, out
+    cum = {m.group(2).strip(): int(m.group(1)) for m in re.finditer(
+        r"^\s*\S+\s+[\d.]+%%\s+[\d.]+%%\s+(\d+)%s\s+[\d.]+%%\s+(.+)$" % suffix, out, re.M)}
+    return int(m.group(1)), cum, out
+
+
+def folded_lines(text):
+    """[(stack, value)] of folded text."""
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            stack, _, n = line.rpartition(" ")
+            out.append((stack, int(n)))
+    return out
+
+
+def function_lines(path, func):
+    """The lines of func's body in path (def line to the next blank line)."""
+    with open(path) as f:
+        lines = f.read().split("\n")
+    first = next(i for i, l in enumerate(lines, 1) if l.startswith("def %s(" % func))
+    last = next(i for i in range(first, len(lines) + 1) if not lines[i - 1].strip())
+    return set(range(first, last))
+
+
+def svg_frames(path, shot, search, zoom):
+    """The SVG in chromium: (page, its frames, the full width); no script error."""
+    if not os.path.exists("/usr/bin/chromium"):
+        pytest.skip("chromium is not installed (make deps installs it)")
+    page = browser("svg", path, shot, search, zoom)
+    assert not page["errors"], page["errors"]
+    full = [f for f in page["frames"] if f["label"] == "all"][0]["width"]
+    assert abs(full - 1180) < 0.01, full
+    return page, page["frames"], full
+
+
+def stop_all(tools):
+    """SIGINT to all at once (they end on the same window), then each one's output."""
+    for t in tools.values():
+        t.proc.send_signal(signal.SIGINT)
+    for t in tools.values():
+        t.stop()
+        assert t.returncode == 0, t.stderr[-2000:]
+
+
+def kill_all(tools):
+    for t in tools.values():
+        if t.proc.poll() is None:
+            t.proc.kill()
+            t.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def offcpu(tmp_path_factory):
+    """pyoffcpu's files of one window of tests/targets/py_offcpu.py spin: its spinner
+    thread shares its CPU with a hog (preempted about half of the time), its main thread
+    sleeps. Four pyoffcpus (one per file, -f, -j and the records' text among them) see
+    the same periods: the target is stopped (SIGSTOP) while they start and again before
+    they end. The ground truth: each thread's wall time less its on-CPU time
+    (/proc/PID/task/TID/schedstat), as in test_pyoffcpu.py."""
+    tmp = tmp_path_factory.mktemp("offcpu")
+    files = {"svg": str(tmp / "off.svg"), "speedscope": str(tmp / "off.speedscope.json"),
+             "pprof": str(tmp / "off.pb.gz"), "folded": str(tmp / "off.txt")}
+    extra = {"svg": [], "speedscope": ["-j"], "pprof": ["-f"], "folded": []}
+    procs = Targets()
+    tools = {}
+    try:
+        cpu = str(max(os.sched_getaffinity(0)))
+        p = procs.start(["taskset", "-c", cpu, "/usr/bin/python3.11", OFFCPU_SCRIPT, "spin"])
+        tids = {"spinner": int(p.first_line), "MainThread": p.pid}
+        procs.start(["taskset", "-c", cpu, "/usr/bin/python3.11", "-c", "print('ready', flush=True)\nwhile True: pass"])
+        os.kill(p.pid, signal.SIGSTOP)
+        stopped(p.pid)
+        for fmt, path in files.items():
+            args = ["-p", str(p.pid), "--min-ms", "0", "-o", path] + [a for a in extra[fmt] if a != "-j"]
+            tools[fmt] = Tool("pyoffcpu", args, json_mode="-j" in extra[fmt])
+        for t in tools.values():
+            t.wait_ready(timeout=600)
+        s0 = {n: schedstat(p.pid, tid) for n, tid in tids.items()}
+        os.kill(p.pid, signal.SIGCONT)
+        t0 = time.monotonic_ns()
+        time.sleep(4)
+        t1 = time.monotonic_ns()
+        os.kill(p.pid, signal.SIGSTOP)
+        stopped(p.pid)
+        s1 = {n: schedstat(p.pid, tid) for n, tid in tids.items()}
+        stop_all(tools)
+    finally:
+        kill_all(tools)
+        procs.stop_all()
+    truth = {n: (t1 - t0) - (s1[n][0] - s0[n][0]) for n in tids}
+    print("wall - on-CPU: %s ms" % {n: round(v / 1e6, 1) for n, v in truth.items()})
+    assert truth["spinner"] > 0.2 * (t1 - t0), truth  # the hog took a good part of its CPU
+    return {"files": files, "tools": tools, "truth": truth}
+
+
+def thread_totals_us(lines):
+    out = {}
+    for stack, us in lines:
+        out[stack.split(";", 1)[0]] = out.get(stack.split(";", 1)[0], 0) + us
+    return out
+
+
+def test_pyoffcpu_pprof_is_its_folded_output(offcpu):
+    """pyoffcpu -f -o FILE.pb.gz: go tool pprof's off_cpu total and the spinner() cum are
+    the -f lines of the same run (microseconds there, nanoseconds in pprof: each line
+    truncated by less than 1 us); the periods are the summary's periods; each thread's
+    time is its wall time less its on-CPU time (5%)."""
+    if not shutil.which("go"):
+        pytest.skip("go is not installed (make deps installs golang-go)")
+    path = offcpu["files"]["pprof"]
+    tool = offcpu["tools"]["pprof"]
+    lines = folded_lines(tool.stdout)
+    assert lines and all(";" in s for s, _ in lines), tool.stdout[-2000:]
+    total_ns, cum_ns, out = pprof_top(path, "off_cpu", "ns")
+    assert "Type: off_cpu" in out, out
+    raw = go_pprof(path, "-raw")
+    assert "periods/count off_cpu/nanoseconds[dflt]" in raw, raw[:2000]
+    nsamples = len(re.findall(r"^\s+\d+\s+\d+: ", raw, re.M))
+    folded_us = sum(us for _, us in lines)
+    spin_us = sum(us for s, us in lines if re.search(r";spinner \(%s:\d+\)" % re.escape(OFFCPU_SCRIPT), s))
+    print("pprof %d ns in %d samples; -f %d us in %d lines; spinner() %d ns, -f %d us" % (
+        total_ns, nsamples, folded_us, len(lines), cum_ns.get("spinner", 0), spin_us))
+    # a line per key of the kernel's table, each truncated; keys of less than 1 us are
+    # left out (rare); pprof's samples are the keys' stacks, those of keys that resolve
+    # to the same frames merged
+    slack = len(lines) + nsamples
+    assert 0 <= total_ns / 1000 - folded_us <= slack, (total_ns, folded_us, slack)
+    assert 0 <= cum_ns["spinner"] / 1000 - spin_us <= slack, (cum_ns, spin_us)
+    periods, _, out = pprof_top(path, "periods")
+    assert "Type: periods" in out
+    summary = dict(re.findall(r"(\w+)=(\d+)", tool.stderr.rsplit("summary:", 1)[1].splitlines()[0]))
+    assert int(summary["folded_dropped"]) == 0, summary
+    assert periods == int(summary["long"]), (periods, summary)
+    by_thread = thread_totals_us(lines)
+    for name, ns in offcpu["truth"].items():
+        assert abs(by_thread[name] * 1000 - ns) <= 0.05 * ns, (name, by_thread, offcpu["truth"])
+
+
+def test_pyoffcpu_svg_widths_are_time_off_the_cpu(offcpu, tmp_path):
+    """The SVG in chromium: spinner()'s frames (one per line it was preempted on) are
+    its share of the target's time off the CPU, ±3 points of the ground truth's; the
+    tooltip and title say milliseconds off_cpu in periods."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    shot = os.path.join(ARTIFACTS, "pyoffcpu-flamegraph.png")
+    page, frames, full = svg_frames(offcpu["files"]["svg"], shot, "^spinner \\(", "spinner")
+    spin = [f for f in frames if f["label"].startswith("spinner (%s:" % OFFCPU_SCRIPT)]
+    assert spin, [f["label"] for f in frames]
+    share = sum(f["width"] for f in spin) / full
+    truth = offcpu["truth"]["spinner"] / sum(offcpu["truth"].values())
+    print("spinner(): width %.1f%%, ground truth %.1f%%" % (100 * share, 100 * truth))
+    assert abs(share - truth) <= 0.03, (share, truth)
+    assert all(re.search(r"\n[\d.]+ ms off_cpu in \d+ periods \([\d.]+%\)", f["title"]) for f in spin), spin
+    assert sorted(page["highlighted"]) == sorted(f["label"] for f in spin)
+    assert page["zoomed"] and abs(page["zoomed"][0]["width"] - 1180) < 0.01, page["zoomed"]
+
+
+def test_pyoffcpu_speedscope_weighs_the_records(offcpu):
+    """pyoffcpu -j -o FILE.speedscope.json: a profile per thread, in nanoseconds, the
+    Python frames with file and line; its weights add up to the off-CPU records the
+    same run printed (every period a record, --min-ms 0) and to the ground truth."""
+    with open(offcpu["files"]["speedscope"]) as f:
+        doc = json.load(f)
+    tool = offcpu["tools"]["speedscope"]
+    profiles = {p["name"]: p for p in doc["profiles"]}
+    assert set(profiles) == {"spinner", "MainThread"}, set(profiles)
+    assert all(p["type"] == "sampled" and p["unit"] == "nanoseconds" for p in profiles.values())
+    lines = function_lines(OFFCPU_SCRIPT, "spinner")
+    spin = [fr for fr in doc["shared"]["frames"] if fr["name"] == "spinner"]
+    assert spin and all(fr["file"] == OFFCPU_SCRIPT and fr["line"] in lines for fr in spin), spin
+    records = tool.events("off_cpu")
+    summary = tool.summary()
+    assert summary["lost"] == 0 and summary["dropped"] == 0, summary
+    for name, p in profiles.items():
+        mine = [e["duration_ms"] for e in records if e["thread_name"] == name]
+        weight = sum(p["weights"])
+        print("%s: speedscope %.3f ms, %d records %.3f ms, truth %.3f ms" % (
+            name, weight / 1e6, len(mine), sum(mine), offcpu["truth"][name] / 1e6))
+        # duration_ms has 3 decimals: 500 ns a record at most
+        assert abs(weight - 1e6 * sum(mine)) <= 1 + 500 * len(mine), (name, weight, sum(mine))
+        assert p["endValue"] == weight
+        assert abs(weight - offcpu["truth"][name]) <= 0.05 * offcpu["truth"][name]
+
+
+def test_pyoffcpu_folded_file_is_what_f_prints(offcpu):
+    """-o FILE.txt beside the records: -f's lines (thread first, microseconds), with the
+    same totals per thread as the -f run over the same periods."""
+    with open(offcpu["files"]["folded"]) as f:
+        mine = folded_lines(f.read())
+    theirs = folded_lines(offcpu["tools"]["pprof"].stdout)
+    assert mine and all(s.split(";", 1)[0] in ("spinner", "MainThread") for s, _ in mine), mine
+    a, b = thread_totals_us(mine), thread_totals_us(theirs)
+    print("-o FILE.txt %s us, -f %s us" % (a, b))
+    assert set(a) == set(b)
+    for name in a:
+        # each pyoffcpu times a period at its own program run: some microseconds apart
+        assert abs(a[name] - b[name]) <= 0.02 * b[name], (a, b)
+    assert "OFF_MS" in offcpu["tools"]["folded"].stdout  # the usual output, beside the file
+
+
+@pytest.fixture(scope="module")
+def gil(tmp_path_factory, pythons):
+    """pygil's files of one run of tests/targets/gil_workload.py cpu2 (two threads in
+    spin() taking the GIL from each other): four pygils, one per file (-f, -j and the
+    tables' text among them), on the same waits. The ground truth: the target's own
+    wall - cpu per thread (its GIL waits, plus at most its run delay)."""
+    cmd = python_cmd(pythons, "pyenv-3.13")
+    tmp = tmp_path_factory.mktemp("gil")
+    files = {"svg": str(tmp / "gil.svg"), "speedscope": str(tmp / "gil.speedscope.json"),
+             "pprof": str(tmp / "gil.pb.gz"), "folded": str(tmp / "gil.txt")}
+    extra = {"svg": [], "speedscope": ["-j"], "pprof": ["-f"], "folded": []}
+    w = Workload(cmd, "cpu2", 3)
+    tools = {}
+    try:
+        for fmt, path in files.items():
+            args = ["-p", str(w.pid), "-o", path] + [a for a in extra[fmt] if a != "-j"]
+            tools[fmt] = Tool("pygil", args, json_mode="-j" in extra[fmt])
+        for t in tools.values():
+            t.wait_ready(timeout=600)
+        threads = w.go()
+        time.sleep(0.5)  # the last records reach the tools
+        stop_all(tools)
+    finally:
+        kill_all(tools)
+        w.kill()
+    truth = sum(1e9 * (t["wall"] - t["cpu"]) for t in threads.values())
+    delay = sum(1e9 * t["run_delay"] for t in threads.values())
+    print("wall - cpu %.1f ms, run delay %.1f ms" % (truth / 1e6, delay / 1e6))
+    return {"files": files, "tools": tools, "truth": truth, "delay": delay}
+
+
+def assert_gil_truth(gil, ns):
+    assert (gil["truth"] - gil["delay"]) * 0.9 <= ns <= gil["truth"] * 1.1, (ns, gil["truth"], gil["delay"])
+
+
+def test_pygil_pprof_is_its_folded_output(gil):
+    """pygil -f -o FILE.pb.gz: pprof's gil_wait total is the -f lines of the same run
+    (there each wait's microseconds truncated: less by under 1 us a wait), 95% or more
+    of it under spin(); the waits count matches the -j run's records with a holder
+    stack; the total is the target's wall - cpu (10%, less its run delay)."""
+    if not shutil.which("go"):
+        pytest.skip("go is not installed (make deps installs golang-go)")
+    path = gil["files"]["pprof"]
+    lines = folded_lines(gil["tools"]["pprof"].stdout)
+    assert lines, gil["tools"]["pprof"].stderr[-2000:]
+    total_ns, cum_ns, out = pprof_top(path, "gil_wait", "ns")
+    assert "Type: gil_wait" in out, out
+    waits, _, out = pprof_top(path, "waits")
+    assert "Type: waits" in out, out
+    assert "waits/count gil_wait/nanoseconds[dflt]" in go_pprof(path, "-raw")
+    folded_us = sum(us for _, us in lines)
+    records = [e for e in gil["tools"]["speedscope"].events("gil_wait") if e["holder_py_stack"] is not None]
+    print("pprof %d ns in %d waits, spin() %d ns; -f %d us; -j %d waits" % (
+        total_ns, waits, cum_ns.get("spin", 0), folded_us, len(records)))
+    assert 0 <= total_ns / 1000 - folded_us <= waits, (total_ns, folded_us, waits)
+    assert cum_ns["spin"] >= 0.95 * total_ns, out
+    assert abs(waits - len(records)) <= 0.05 * len(records) + 5, (waits, len(records))
+    assert_gil_truth(gil, total_ns)
+
+
+def test_pygil_svg_is_spin(gil):
+    """The SVG in chromium: spin()'s frames are 95% or more of the width, as in the
+    folded output; the tooltips say milliseconds gil_wait in waits."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    shot = os.path.join(ARTIFACTS, "pygil-flamegraph.png")
+    page, frames, full = svg_frames(gil["files"]["svg"], shot, "^spin \\(", "spin")
+    spin = [f for f in frames if f["label"].startswith("spin (%s:" % WORKLOAD)]
+    share = sum(f["width"] for f in spin) / full
+    print("spin(): width %.1f%%" % (100 * share))
+    assert share >= 0.95, [(f["label"], f["width"]) for f in frames]
+    assert all(re.search(r"\n[\d.]+ ms gil_wait in \d+ waits \([\d.]+%\)", f["title"]) for f in spin), spin
+    assert sorted(page["highlighted"]) == sorted(f["label"] for f in spin)
+
+
+def test_pygil_speedscope_weighs_the_waits(gil):
+    """pygil -j -o FILE.speedscope.json: its weights are the nanoseconds of the waits
+    that run printed with a holder stack (to their rounding); spin() has its file and
+    lines."""
+    with open(gil["files"]["speedscope"]) as f:
+        doc = json.load(f)
+    (prof,) = doc["profiles"]
+    assert prof["type"] == "sampled" and prof["unit"] == "nanoseconds", prof["type"]
+    spin = [fr for fr in doc["shared"]["frames"] if fr["name"] == "spin"]
+    lines = function_lines(WORKLOAD, "spin")
+    assert spin and all(fr["file"] == WORKLOAD and fr["line"] in lines for fr in spin), spin
+    tool = gil["tools"]["speedscope"]
+    waited = [e["duration_ms"] for e in tool.events("gil_wait") if e["holder_py_stack"] is not None]
+    weight = sum(prof["weights"])
+    print("speedscope %.3f ms, %d records %.3f ms" % (weight / 1e6, len(waited), sum(waited)))
+    assert len(prof["weights"]) == len(prof["samples"])
+    # duration_ms has 3 decimals: 500 ns a record at most
+    assert abs(weight - 1e6 * sum(waited)) <= 1 + 500 * len(waited), (weight, sum(waited))
+    assert tool.summary()["lost"] == 0
+    assert_gil_truth(gil, weight)
+
+
+def test_pygil_folded_file_is_what_f_prints(gil):
+    """-o FILE.txt beside the tables: holder stacks and microseconds as -f prints them,
+    the same total (2%) as the -f run on the same waits."""
+    with open(gil["files"]["folded"]) as f:
+        mine = folded_lines(f.read())
+    theirs = folded_lines(gil["tools"]["pprof"].stdout)
+    a, b = sum(us for _, us in mine), sum(us for _, us in theirs)
+    print("-o FILE.txt %d us, -f %d us" % (a, b))
+    assert mine and sum(us for s, us in mine if in_spin(s)) >= 0.95 * a, mine
+    assert abs(a - b) <= 0.02 * b, (a, b)
+    assert "WAITED_MS" in gil["tools"]["folded"].stdout  # the usual tables, beside the file
+
+
+@pytest.mark.parametrize("tool", ["pyoffcpu", "pygil"])
+def test_output_options_as_pystacks(tool, tmp_path):
+    """-o and --format as pystack checks them, before anything is traced: --format needs
+    -o, a name without a known suffix needs --format, -f still excludes -j, -o does
+    not; with --format the name is free."""
+    pid = str(os.getpid())
+    for args, says in ((["--format", "pprof"], "--format needs -o FILE"),
+                       (["-o", str(tmp_path / "x.png")], "say --format"),
+                       (["--format", "jpeg", "-o", str(tmp_path / "x")], "--format: svg, speedscope, pprof or folded"),
+                       (["-f", "-j", "-o", str(tmp_path / "x.svg")], "-f and -j exclude each other"),
+                       (["-o", str(tmp_path / "no" / "x.svg")], "No such file or directory")):
+        res = run([os.path.join(BUILD, tool), "-p", pid] + args, check=False, timeout=60)
+        assert res.returncode == 2 and says in res.stderr, (args, res.returncode, res.stderr)
+    if tool == "pygil":
+        res = run([os.path.join(BUILD, tool), "-p", pid, "--no-stacks", "-o", str(tmp_path / "x.svg")],
+                  check=False, timeout=60)
+        assert res.returncode == 2 and "-o needs the stacks" in res.stderr, res.stderr
+    # --ebpf prints the text it would compile: -o and -j together are taken
+    res = run([os.path.join(BUILD, tool), "-p", pid, "-j", "--format", "pprof", "-o", str(tmp_path / "x"),
+               "--ebpf"], check=False, timeout=60)
+    assert res.returncode == 0, res.stderr
