@@ -15,6 +15,7 @@ static const struct tool_doc doc = {
 	.examples = "  pygil -p 4242                  # every GIL wait of 1 ms or more in pid 4242\n"
 		    "  pygil -p 4242 --min-wait-ms 10 # only waits of 10 ms or more\n"
 		    "  pygil -p 4242 -d 10 -f         # holder stacks folded, weighted by time waited\n"
+		    "  pygil -p 4242 -d 10 -o gil.svg # the same as a flame graph\n"
 		    "  pygil -p 4242 -i 5 --no-stacks # the per-thread table every 5 seconds\n"
 		    "  pygil -p 4242 -j               # JSON lines\n",
 };

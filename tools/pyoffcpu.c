@@ -13,6 +13,7 @@ static const struct tool_doc doc = {
 	.examples = "  pyoffcpu -p 4242               # periods off the CPU of 20 ms or more\n"
 		    "  pyoffcpu -p 4242 -j --state D  # uninterruptible waits (disk I/O), as JSON\n"
 		    "  pyoffcpu -p 4242 -f -d 10 --min-ms 0  # 10 s of folded off-CPU stacks (us)\n"
+		    "  pyoffcpu -p 4242 -d 10 --min-ms 0 -o off.svg  # the same as a flame graph\n"
 		    "  pyoffcpu -p 4242 --children --no-py  # gunicorn and its workers, native stacks\n",
 };
 
