@@ -365,7 +365,7 @@ def test_pygc_pprof_weighs_stacks_by_pause(run_tool, tmp_path):
 # ---- pyoffcpu and pygil: -o FILE of the tools that weigh stacks by time ----
 
 from test_pygil import WORKLOAD, Workload, in_spin, python_cmd, pythons  # noqa: E402,F401 (pythons: a fixture)
-from test_pyoffcpu import SCRIPT as OFFCPU_SCRIPT, schedstat, stopped  # noqa: E402
+from test_pyoffcpu import SCRIPT as OFFCPU_SCRIPT, run_window, stopped  # noqa: E402
 from test_pystack import Targets  # noqa: E402
 
 
@@ -458,21 +458,14 @@ def offcpu(tmp_path_factory):
             tools[fmt] = Tool("pyoffcpu", args, json_mode="-j" in extra[fmt])
         for t in tools.values():
             t.wait_ready(timeout=600)
-        s0 = {n: schedstat(p.pid, tid) for n, tid in tids.items()}
-        os.kill(p.pid, signal.SIGCONT)
-        t0 = time.monotonic_ns()
-        time.sleep(4)
-        t1 = time.monotonic_ns()
-        os.kill(p.pid, signal.SIGSTOP)
-        stopped(p.pid)
-        s1 = {n: schedstat(p.pid, tid) for n, tid in tids.items()}
+        wall, deltas = run_window(p.pid, list(tids.values()))
         stop_all(tools)
     finally:
         kill_all(tools)
         procs.stop_all()
-    truth = {n: (t1 - t0) - (s1[n][0] - s0[n][0]) for n in tids}
+    truth = {n: wall - deltas[tid][0] for n, tid in tids.items()}
     print("wall - on-CPU: %s ms" % {n: round(v / 1e6, 1) for n, v in truth.items()})
-    assert truth["spinner"] > 0.2 * (t1 - t0), truth  # the hog took a good part of its CPU
+    assert truth["spinner"] > 0.2 * wall, truth  # the hog took a good part of its CPU
     return {"files": files, "tools": tools, "truth": truth}
 
 

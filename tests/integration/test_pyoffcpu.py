@@ -172,19 +172,25 @@ def contended(run_tool, targets, *extra, json_mode=True):
     os.kill(p.pid, signal.SIGSTOP)
     stopped(p.pid)
     t = run_tool("pyoffcpu", "-p", str(p.pid), "--min-ms", "0", *extra, json_mode=json_mode)
-    # schedstat does not move while the target is stopped; the wall clock does, so it is
-    # read right at the signals (a wait for stopped() can take long on a busy machine)
-    s0 = schedstat(p.pid, tid)
-    os.kill(p.pid, signal.SIGCONT)
-    t0 = time.monotonic_ns()
-    time.sleep(4)
-    t1 = time.monotonic_ns()
-    os.kill(p.pid, signal.SIGSTOP)
-    stopped(p.pid)
-    s1 = schedstat(p.pid, tid)
+    wall, deltas = run_window(p.pid, [tid])
     t.stop()
     assert t.returncode == 0, t.stderr
-    return t, p.pid, tid, t1 - t0, [b - a for a, b in zip(s0, s1)]
+    return t, p.pid, tid, wall, deltas[tid]
+
+
+def run_window(pid, tids, seconds=4):
+    """Lets the stopped process pid run for seconds, then stops it again: (wall ns,
+    {tid: schedstat delta})."""
+    # schedstat does not move while the target is stopped; the wall clock does, so it is
+    # read right at the signals (a wait for stopped() can take long on a busy machine)
+    s0 = {tid: schedstat(pid, tid) for tid in tids}
+    os.kill(pid, signal.SIGCONT)
+    t0 = time.monotonic_ns()
+    time.sleep(seconds)
+    t1 = time.monotonic_ns()
+    os.kill(pid, signal.SIGSTOP)
+    stopped(pid)
+    return t1 - t0, {tid: [b - a for a, b in zip(s0[tid], schedstat(pid, tid))] for tid in tids}
 
 
 def test_run_queue_time_equals_schedstat_run_delay(run_tool, targets):
