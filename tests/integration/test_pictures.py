@@ -703,3 +703,56 @@ def test_output_options_as_pystacks(tool, tmp_path):
     res = run([os.path.join(BUILD, tool), "-p", pid, "-j", "--format", "pprof", "-o", str(tmp_path / "x"),
                "--ebpf"], check=False, timeout=60)
     assert res.returncode == 0, res.stderr
+
+
+def test_pyoffcpu_interval_file_is_the_whole_run(run_tool, tmp_path):
+    """pyoffcpu -f -i 1 -o FILE.txt: -f prints each second's sums afresh; the file has
+    the whole run's, each stack its lines added up (less than 1 us truncated a line)."""
+    procs = Targets()
+    path = str(tmp_path / "off.txt")
+    try:
+        p = procs.start(["/usr/bin/python3.11", OFFCPU_SCRIPT, "sleep", "0.2"])
+        t = run_tool("pyoffcpu", "-p", str(p.pid), "-f", "-i", "1", "-o", path, json_mode=False)
+        time.sleep(4.5)
+        t.stop()
+    finally:
+        procs.stop_all()
+    assert t.returncode == 0, t.stderr
+    printed = {}
+    for stack, us in folded_lines(t.stdout):
+        printed.setdefault(stack, []).append(us)
+    with open(path) as f:
+        whole = dict(folded_lines(f.read()))
+    sleeps = [s for s in printed if re.search(r";sleeper \(%s:\d+\)" % re.escape(OFFCPU_SCRIPT), s)]
+    print({s.rsplit(";", 1)[-1]: (printed[s], whole.get(s)) for s in sleeps})
+    assert sleeps and max(len(printed[s]) for s in sleeps) >= 3, t.stdout  # one line a second
+    assert set(whole) == set(printed), (whole, printed)
+    for stack, values in printed.items():
+        assert 0 <= whole[stack] - sum(values) <= len(values), (stack, values, whole[stack])
+
+
+def test_pygil_interval_pprof_is_the_whole_run(run_tool, pythons, tmp_path):
+    """pygil -f -i 0.5 -o FILE.pb.gz: pprof's gil_wait total is all the intervals' -f
+    lines added up (each wait's microseconds truncated there)."""
+    if not shutil.which("go"):
+        pytest.skip("go is not installed (make deps installs golang-go)")
+    cmd = python_cmd(pythons, "pyenv-3.13")
+    path = str(tmp_path / "gil.pb.gz")
+    w = Workload(cmd, "cpu2", 2.5)
+    try:
+        t = run_tool("pygil", "-p", str(w.pid), "-f", "-i", "0.5", "-o", path, json_mode=False)
+        w.go()
+        time.sleep(0.5)
+        t.stop()
+    finally:
+        w.kill()
+    assert t.returncode == 0, t.stderr
+    lines = folded_lines(t.stdout)
+    total_ns, _, _ = pprof_top(path, "gil_wait", "ns")
+    waits, _, _ = pprof_top(path, "waits")
+    folded_us = sum(us for _, us in lines)
+    repeats = max(sum(1 for s, _ in lines if s == stack) for stack, _ in lines)
+    print("pprof %d ns in %d waits; -f %d us in %d lines (a stack in up to %d intervals)" % (
+        total_ns, waits, folded_us, len(lines), repeats))
+    assert repeats >= 3, t.stdout  # the intervals' lines, each counted afresh
+    assert 0 <= total_ns / 1000 - folded_us <= waits, (total_ns, folded_us, waits)
