@@ -1,9 +1,10 @@
 /*
  * Pictures of aggregated stacks: a tracker that folds stacks into a struct stackagg
  * (src/base/stackagg.h: key "root;...;leaf", self = times seen, total = their weight
- * in nanoseconds when it is not a fixed period: a pause, time off the CPU, a GIL wait) writes them with -o FILE as an interactive SVG flame
- * graph, a speedscope file, a pprof profile or folded text. The format comes from the
- * file's name or --format. A tracker plugs in with profile_option() in its option
+ * in nanoseconds when it is not a fixed period: a pause, time off the CPU, a GIL
+ * wait) writes them with -o FILE as an interactive SVG flame graph, a speedscope
+ * file, a pprof profile or folded text. The format comes from the file's name or
+ * --format. A tracker plugs in with profile_option() in its option
  * handler, profile_check() in its check and profile_write() at the end.
  *
  * Frames are "func (file:line)" or "func" (src/python/pyframes.h); a frame in
