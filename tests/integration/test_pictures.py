@@ -533,7 +533,8 @@ def test_pyoffcpu_svg_widths_are_time_off_the_cpu(offcpu, tmp_path):
 def test_pyoffcpu_speedscope_weighs_the_records(offcpu):
     """pyoffcpu -j -o FILE.speedscope.json: a profile per thread, in nanoseconds, the
     Python frames with file and line; its weights add up to the off-CPU records the
-    same run printed (every period a record, --min-ms 0) and to the ground truth."""
+    same run printed (every period a record, --min-ms 0), to the ground truth and to
+    the -f run's lines (2%)."""
     with open(offcpu["files"]["speedscope"]) as f:
         doc = json.load(f)
     tool = offcpu["tools"]["speedscope"]
@@ -555,6 +556,9 @@ def test_pyoffcpu_speedscope_weighs_the_records(offcpu):
         assert abs(weight - 1e6 * sum(mine)) <= 1 + 500 * len(mine), (name, weight, sum(mine))
         assert p["endValue"] == weight
         assert abs(weight - offcpu["truth"][name]) <= 0.05 * offcpu["truth"][name]
+        # and the -f run's lines on the same periods (each pyoffcpu times them itself)
+        folded = thread_totals_us(folded_lines(offcpu["tools"]["pprof"].stdout))[name] * 1000
+        assert abs(weight - folded) <= 0.02 * folded, (name, weight, folded)
 
 
 def test_pyoffcpu_folded_file_is_what_f_prints(offcpu):
@@ -649,8 +653,8 @@ def test_pygil_svg_is_spin(gil):
 
 def test_pygil_speedscope_weighs_the_waits(gil):
     """pygil -j -o FILE.speedscope.json: its weights are the nanoseconds of the waits
-    that run printed with a holder stack (to their rounding); spin() has its file and
-    lines."""
+    that run printed with a holder stack (to their rounding), and the -f run's lines
+    (2%); spin() has its file and lines."""
     with open(gil["files"]["speedscope"]) as f:
         doc = json.load(f)
     (prof,) = doc["profiles"]
@@ -667,6 +671,8 @@ def test_pygil_speedscope_weighs_the_waits(gil):
     assert abs(weight - 1e6 * sum(waited)) <= 1 + 500 * len(waited), (weight, sum(waited))
     assert tool.summary()["lost"] == 0
     assert_gil_truth(gil, weight)
+    folded = 1000 * sum(us for _, us in folded_lines(gil["tools"]["pprof"].stdout))
+    assert abs(weight - folded) <= 0.02 * folded, (weight, folded)  # the -f run on the same waits
 
 
 def test_pygil_folded_file_is_what_f_prints(gil):
