@@ -1,8 +1,9 @@
 #!/bin/sh
 # pygil: throughput of a 4-thread contended CPU workload and of a threaded socket
 # ping-pong server without pygil, with it (stacks on) and with --no-stacks, rounds
-# interleaved in one run, on the take_gil path (pyenv 3.12, if installed) and the
-# condition-variable path (Debian's stripped python3.11); and BPF time per wait.
+# interleaved in one run, for each hook: the futex tracepoints (the default) and the
+# take_gil uprobes on pyenv 3.12 (if installed), the futex tracepoints and libc's
+# timed-wait uprobes on Debian's stripped python3.11; and BPF time per wait.
 set -eu
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,4 +12,5 @@ secs=${PYGIL_BENCH_SECONDS:-2}
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 pyenv312=$(ls -d "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1)
 exec /usr/bin/python3 "$here/pygil_bench.py" "$build/pygil" "$rounds" "$secs" \
-	${pyenv312:+"take_gil=$pyenv312"} "condvar=/usr/bin/python3.11"
+	${pyenv312:+"futex=$pyenv312"} ${pyenv312:+"take_gil=$pyenv312"} \
+	"futex=/usr/bin/python3.11" "condvar=/usr/bin/python3.11"

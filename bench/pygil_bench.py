@@ -1,6 +1,7 @@
 """pygil overhead: throughput of GIL-heavy workloads with pygil attached over without.
 
-Usage: pygil_bench.py PYGIL ROUNDS SECONDS NAME=PYTHON...
+Usage: pygil_bench.py PYGIL ROUNDS SECONDS HOOK=PYTHON...
+(HOOK: futex, take_gil or condvar, given to pygil as --hook.)
 Per interpreter, two workload processes run for the whole benchmark and report their
 progress every 0.2 s: "cpu4", four threads spinning in Python (forced switches every
 5 ms), and "io", four thread pairs bouncing a byte over socketpairs (every recv and
@@ -147,7 +148,8 @@ def main():
 def bench_one(pygil, rounds, secs, name, cmd, mode):
     w = Workload(cmd, mode)
     time.sleep(1)
-    windows = [("plain", None), ("stacks", []), ("nostacks", ["--no-stacks"])]
+    hook = ["--hook", name]
+    windows = [("plain", None), ("stacks", hook), ("nostacks", hook + ["--no-stacks"])]
     rates = {k: [] for k, _ in windows}
     per_wait = {"stacks": [], "nostacks": []}
     print("   %s %s (%s): work per CPU second; ratio to plain" % (name, mode, " ".join(cmd)))

@@ -1,14 +1,25 @@
 /*
- * pygil: one event per GIL wait of a target thread, from one of two hook sets that
- * userspace picks per interpreter binary (src/trackers/pygil.c):
+ * pygil: one event per GIL wait of a target thread, from one of three hook sets
+ * (src/trackers/pygil.c; -DFUTEX_HOOK picks the first, else userspace plans one of
+ * the others per interpreter binary):
+ *  - the futex syscalls the GIL's waiters block in (tracepoints, the default): take_gil
+ *    loops on pthread_cond_timedwait(&gil->cond) while the GIL is locked, and that
+ *    sleeps in futex() on a word inside the cond. The first such futex() begins the
+ *    wait; the return that finds locked == 0 ends it (the holder dropped the GIL and
+ *    woke it), last_holder then being the thread that dropped it. A return that finds
+ *    it still locked (the 5 ms timeout of a forced switch) may be the end too: the
+ *    waiter may find the GIL free before it sleeps again. So such a wait stays open
+ *    with its tentative end; sleeping again with the switch counter 2 or more past it
+ *    means it took the GIL in between (its own switch, then another's), and the wait
+ *    is reported as ended then. No trap into the process, nothing added to the time
+ *    gil->mutex is held;
  *  - uprobe + uretprobe on take_gil and its compiler clones (builds with a symbol
  *    table): a call that finds the GIL locked is a wait; the holder is the GIL's
  *    last_holder when it began;
  *  - uprobe + uretprobe on libc's pthread_cond_timedwait, kept only when its first
- *    argument is the GIL's cond (stripped builds): take_gil loops on that timed wait
- *    while the GIL is locked, with gil->mutex held around each check. The first call
- *    begins the wait; the return that finds locked == 0 ends it (the thread takes the
- *    GIL next, under the same mutex), and last_holder then is the thread that dropped it.
+ *    argument is the GIL's cond: the first call begins the wait; the return that finds
+ *    locked == 0 ends it (it comes back with gil->mutex held, under which locked
+ *    changes).
  * gil_targets gives each target's GIL address (tgid key; no entry: not a target).
  * Options: -DMIN_NS (report waits of at least this), -DSTACKS (walk the waiter's stack
  * and the holder's from its thread state, python.bpf.h) with -DPY_MIN_NS (only for waits
@@ -21,20 +32,34 @@
 #define PY_MAX_DEPTH PYGIL_DEPTH
 #define PY_WALK_FIELD_BY_FIELD /* two walks per run: see python.bpf.h */
 #include "python.bpf.h"
-BPF_PERCPU_ARRAY(scratch, struct pygil_stack_event, 1);
+#define RECORD_EV(r) (&(r)->ev)
+typedef struct pygil_stack_event record_t;
+#else
+#define RECORD_EV(r) (r)
+typedef struct pygil_event record_t;
 #endif
+
+/* A wait's record as it is sent: size bytes of rec. */
+struct built {
+	u32 size;
+	u32 pad;
+	record_t rec;
+};
+BPF_PERCPU_ARRAY(scratch, struct built, 1);
 
 /* x86_64 struct pt_regs (uapi layout) as u64 words: rdi, the first argument */
 #define REG_DI 14
 
 struct wait_state {
 	u64 start_ns;
-	u64 holder; /* last_holder seen while waiting */
+	u64 holder;       /* last_holder seen while waiting */
+	u64 tentative_ns; /* futex: back from a sleep with the GIL still locked, else 0 */
+	u64 switch_seen;  /* ... and gil->switch_number then */
 };
 
 BPF_HASH(gil_targets, u32, struct pygil_target, 1024);
-/* waits in progress, by thread (pid_tgid) */
-BPF_HASH(waiting, u64, struct wait_state, 8192);
+/* waits in progress, by thread (pid_tgid); LRU: a thread may end in the middle of one */
+BPF_TABLE("lru_hash", u64, struct wait_state, waiting, 8192);
 /* every wait's time, by thread, for the per-thread table (userspace reads and clears it) */
 BPF_HASH(thread_waits, u64, struct pygil_thread_waits, 8192);
 
@@ -48,13 +73,14 @@ static __always_inline u64 gil_word(const struct pygil_target *t, u32 off)
 
 static __always_inline void wait_begin(const struct pygil_target *t, u64 id, u64 holder)
 {
-	struct wait_state w = { bpf_ktime_get_ns(), holder };
+	struct wait_state w = { bpf_ktime_get_ns(), holder, 0, 0 };
 
 	if (waiting.update(&id, &w) != 0)
 		counter_add(PYGIL_CNT_MAP_FULL, 1);
 }
 
-static __always_inline void count_wait(u64 id, u64 ns)
+/* A wait of ns ended: into the thread's totals. True when it is long enough to report. */
+static __always_inline bool count_wait(u64 id, u64 ns)
 {
 	struct pygil_thread_waits zero = {}, *tw = thread_waits.lookup_or_try_init(&id, &zero);
 
@@ -62,38 +88,36 @@ static __always_inline void count_wait(u64 id, u64 ns)
 		tw->wait_ns += ns;
 		tw->waits += 1;
 	}
-}
-
-static __always_inline int wait_end(struct pt_regs *ctx, const struct pygil_target *t, u64 id,
-				    const struct wait_state *w, u64 holder, u32 source)
-{
-	u64 now = bpf_ktime_get_ns(), start = w->start_ns;
-	struct pygil_event *ev;
-#ifdef STACKS
-	u32 zero = 0, tgid = id >> 32, size, depth;
-	struct pygil_stack_event *s = scratch.lookup(&zero);
-	struct pywalk_config *cfg;
-	u64 tstate = 0;
-	int st;
-#else
-	struct pygil_event one = {};
-#endif
-
-	waiting.delete(&id);
-	count_wait(id, now - start);
 #ifdef MIN_NS
-	if (now - start < MIN_NS) {
+	if (ns < MIN_NS) {
 		counter_add(PYGIL_CNT_SHORT, 1);
-		return 0;
+		return false;
 	}
 #endif
+	return true;
+}
+
+/*
+ * The record of a wait from start to now, held by holder, into the scratch (NULL when
+ * it has no room): the waiter's stack as it is now, the holder's from its thread state.
+ */
+static __always_inline struct built *build(const struct pygil_target *t, u64 id, u64 start, u64 now,
+					   u64 holder, u32 source)
+{
+	u32 zero = 0;
+	struct built *b = scratch.lookup(&zero);
+	struct pygil_event *ev;
 #ifdef STACKS
-	if (!s)
-		return 0;
-	ev = &s->ev;
-#else
-	ev = &one;
+	u32 tgid = id >> 32, depth;
+	struct pywalk_config *cfg;
+	record_t *s;
+	u64 tstate = 0;
+	int st;
 #endif
+
+	if (!b)
+		return NULL;
+	ev = RECORD_EV(&b->rec);
 	task_head_fill(&ev->task);
 	ev->start_ns = start;
 	ev->end_ns = now;
@@ -106,7 +130,9 @@ static __always_inline int wait_end(struct pt_regs *ctx, const struct pygil_targ
 		ev->holder_ns_tid = (u32)tid;
 	}
 	ev->source = source;
+	b->size = sizeof(b->rec);
 #ifdef STACKS
+	s = &b->rec;
 	s->waiter_depth = 0;
 	s->holder_depth = 0;
 	s->waiter_status = PYWALK_ERR_CONFIG;
@@ -126,13 +152,32 @@ static __always_inline int wait_end(struct pt_regs *ctx, const struct pygil_targ
 	}
 	depth = s->holder_depth;
 	/* the waiter's frames in full, the holder's filled ones */
-	size = sizeof(*s) - sizeof(s->holder) + (depth & (PYGIL_DEPTH - 1)) * sizeof(s->holder[0]);
-	if (depth >= PYGIL_DEPTH || size > sizeof(*s))
-		size = sizeof(*s);
-	emit_event(ctx, s, size);
-#else
-	emit_event(ctx, ev, sizeof(*ev));
+	b->size = sizeof(*s) - sizeof(s->holder) + (depth & (PYGIL_DEPTH - 1)) * sizeof(s->holder[0]);
+	if (depth >= PYGIL_DEPTH || b->size > sizeof(*s))
+		b->size = sizeof(*s);
 #endif
+	return b;
+}
+
+static __always_inline void send(void *ctx, struct built *b)
+{
+	u32 size = b->size;
+
+	if (size > sizeof(b->rec))
+		size = sizeof(b->rec);
+	emit_event(ctx, &b->rec, size);
+}
+
+/* The wait w of thread id ended now: counted, and reported when long enough. */
+static __always_inline int wait_end(void *ctx, const struct pygil_target *t, u64 id,
+				    const struct wait_state *w, u64 holder, u32 source)
+{
+	u64 now = bpf_ktime_get_ns(), start = w->start_ns;
+	struct built *b;
+
+	waiting.delete(&id);
+	if (count_wait(id, now - start) && (b = build(t, id, start, now, holder, source)))
+		send(ctx, b);
 	return 0;
 }
 
@@ -193,3 +238,87 @@ int cond_return(struct pt_regs *ctx)
 	}
 	return wait_end(ctx, t, id, w, holder, PYGIL_SRC_CONDVAR);
 }
+
+#ifdef FUTEX_HOOK
+#define FUTEX_WAIT 0
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_CMD_MASK 0x7f /* without FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME (256) */
+
+/* The record of a wait with a tentative end, built then (stacks as they were then). */
+BPF_TABLE("lru_hash", u64, struct built, pending, 1024);
+
+/* A target thread sleeps on a futex word inside the GIL's cond. */
+TRACEPOINT_PROBE(syscalls, sys_enter_futex)
+{
+	u64 id = bpf_get_current_pid_tgid(), addr = (u64)args->uaddr, cond;
+	u32 tgid = id >> 32;
+	int cmd = args->op & FUTEX_CMD_MASK;
+	struct pygil_target *t = gil_targets.lookup(&tgid);
+	struct wait_state *w;
+	struct built *b;
+
+	if (!t)
+		return 0;
+	cond = t->gil + PYGIL_OFF_COND;
+	if (addr < cond || addr >= cond + PYGIL_COND_SIZE || (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET))
+		return 0;
+	w = waiting.lookup(&id);
+	if (w && w->tentative_ns) {
+		u64 start = w->start_ns, end = w->tentative_ns;
+
+		if (gil_word(t, PYGIL_OFF_SWITCH_NUMBER) - w->switch_seen < 2) {
+			w->tentative_ns = 0; /* still the same wait */
+			pending.delete(&id);
+			return 0;
+		}
+		/* it took the GIL since that return (and lost it again): the wait ended there */
+		waiting.delete(&id);
+		if (count_wait(id, end - start) && (b = pending.lookup(&id)))
+			send(args, b);
+		pending.delete(&id);
+	} else if (w) {
+		return 0;
+	}
+	wait_begin(t, id, gil_word(t, PYGIL_OFF_LAST_HOLDER));
+	return 0;
+}
+
+TRACEPOINT_PROBE(syscalls, sys_exit_futex)
+{
+	u64 id = bpf_get_current_pid_tgid(), now, start, holder;
+	u32 tgid = id >> 32;
+	struct wait_state *w = waiting.lookup(&id);
+	struct pygil_target *t;
+	struct built *b;
+	bool ended;
+
+	/* a thread in a GIL sleep has an open wait without a tentative end */
+	if (!w || w->tentative_ns || !(t = gil_targets.lookup(&tgid)))
+		return 0;
+	now = bpf_ktime_get_ns();
+	start = w->start_ns;
+	holder = gil_word(t, PYGIL_OFF_LAST_HOLDER);
+	ended = (s32)gil_word(t, PYGIL_OFF_LOCKED) == 0;
+	if (ended) {
+		waiting.delete(&id);
+		if (!count_wait(id, now - start))
+			return 0;
+	} else {
+		/* still locked (a timeout): the end, unless it sleeps again before taking it */
+		w->holder = holder;
+		w->tentative_ns = now;
+		w->switch_seen = gil_word(t, PYGIL_OFF_SWITCH_NUMBER);
+#ifdef MIN_NS
+		if (now - start < MIN_NS)
+			return 0;
+#endif
+	}
+	if (!(b = build(t, id, start, now, holder, PYGIL_SRC_FUTEX)))
+		return 0;
+	if (ended)
+		send(args, b);
+	else
+		pending.update(&id, b);
+	return 0;
+}
+#endif

@@ -13,6 +13,7 @@
 #define PYGIL_OFF_LOCKED 16        /* int: 1 held, 0 free, -1 not created yet */
 #define PYGIL_OFF_SWITCH_NUMBER 24 /* unsigned long: holder changes so far */
 #define PYGIL_OFF_COND 32          /* pthread_cond_t the waiters time out on */
+#define PYGIL_COND_SIZE 48         /* sizeof(pthread_cond_t), glibc x86_64: its futex words are inside */
 
 /* Frames kept per stack (waiter and holder): the walker's -DPY_MAX_DEPTH. */
 #define PYGIL_DEPTH 128
@@ -28,6 +29,7 @@ struct pygil_target {
 enum pygil_source {
 	PYGIL_SRC_TAKE_GIL = 1, /* entry and return of take_gil (builds with symbols) */
 	PYGIL_SRC_CONDVAR = 2,  /* libc's timed wait on the GIL's condition variable */
+	PYGIL_SRC_FUTEX = 3,    /* the futex sleeps of that timed wait (syscall tracepoints) */
 };
 
 /* The program's counters (pyebpf.h). */

@@ -1,8 +1,9 @@
 /*
  * The pygil tracker: who waits for CPython's GIL, how long, and who holds it, with
- * both Python stacks. Hooks, best first, per interpreter binary: uprobes on take_gil
- * and its clones (builds with a symbol table), else libc's pthread_cond_timedwait on
- * the GIL's condition variable (stripped builds). At the end and every -i: the share
+ * both Python stacks. Hooks (bpf_text/pygil.bpf.c): the futex syscall tracepoints of
+ * the GIL's condition variable (the default, any build), or with --hook uprobes on
+ * take_gil and its clones (builds with a symbol table) or on libc's
+ * pthread_cond_timedwait on that condition variable. At the end and every -i: the share
  * of wall time each thread held the GIL, waited for it or neither, and the holder
  * stacks that made others wait longest (-f: folded; -o FILE: drawn, weighted by the
  * waits, for the whole run).
@@ -64,7 +65,7 @@ static const struct opt options[] = {
 	{ OPT_NO_STACKS, 0, "no-stacks", NULL, "do not walk the Python stacks" },
 	{ OPT_FOLDED, 'f', "folded", NULL, "print the holder stacks folded (FlameGraph input, microseconds waited) instead of waits and tables" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the tables (or folded stacks) every SECONDS" },
-	{ OPT_HOOK, 0, "hook", "HOOK", "take_gil or condvar instead of the cheaper one the binary has" },
+	{ OPT_HOOK, 0, "hook", "HOOK", "take_gil or condvar (uprobes) instead of futex, the syscall tracepoints" },
 	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
 	OPT_ENTRIES_TRACKER_TAIL,
 };
@@ -86,7 +87,7 @@ static const struct field wait_fields[] = {
 	{ "holder_py_stack", FIELD_STR, NULL, "the holder's frames, walked from its thread state when the wait ended; null without stacks", 0, NULL, 0, NULL },
 	{ "holder_py_stack_depth", FIELD_INT, NULL, "frames in holder_py_stack; null without stacks", 0, NULL, 0, NULL },
 	{ "switch_number", FIELD_INT, NULL, "the GIL's switch counter when the wait ended", 0, NULL, 0, NULL },
-	{ "hook", FIELD_STR, NULL, "what measured it: take_gil or condvar", 0, NULL, 0, NULL },
+	{ "hook", FIELD_STR, NULL, "what measured it: futex, take_gil or condvar", 0, NULL, 0, NULL },
 	FIELD_TIME(1),
 	FIELD_ENV,
 	FIELD_END,
@@ -136,7 +137,7 @@ static const struct schema summary_schema = { "pygil_summary", SCHEMA_SUMMARY, s
 static const struct schema *const schemas[] = { &wait_schema, &thread_schema, &holder_schema,
 						&summary_schema, NULL };
 
-enum hook_choice { HOOK_BEST, HOOK_TAKE_GIL, HOOK_CONDVAR };
+enum hook_choice { HOOK_FUTEX, HOOK_TAKE_GIL, HOOK_CONDVAR };
 
 /* One thread in the per-thread table. */
 struct thread_row {
@@ -205,8 +206,10 @@ static int option(struct tracker *t, int id, const char *arg)
 			g->hook = HOOK_TAKE_GIL;
 		else if (!strcmp(arg, "condvar"))
 			g->hook = HOOK_CONDVAR;
+		else if (!strcmp(arg, "futex"))
+			g->hook = HOOK_FUTEX;
 		else
-			return opts_usage_error("invalid --hook '%s': take_gil or condvar", arg);
+			return opts_usage_error("invalid --hook '%s': futex, take_gil or condvar", arg);
 		return 0;
 	case OPT_OUTPUT:
 	case OPT_FORMAT:
@@ -255,6 +258,8 @@ static int build_cflags(struct pygil *g)
 		cflags_add(cf, "-DSTACKS");
 	if (g->stacks && g->py_min_ms > 0)
 		cflags_add(cf, "-DPY_MIN_NS=%lluull", (unsigned long long)(g->py_min_ms * 1e6 + 0.5));
+	if (g->hook == HOOK_FUTEX)
+		cflags_add(cf, "-DFUTEX_HOOK");
 	return 0;
 }
 
@@ -308,16 +313,15 @@ static int plan_take_gil(struct pyhook_plan *plan, const struct pyhook_target *t
 	return n < 0 ? -1 : n == 0;
 }
 
-static int plan_condvar(const struct pygil *g, struct pyhook_plan *plan, const struct pyhook_target *t,
-			pid_t pid, char *how, size_t howlen)
+static int plan_condvar(struct pyhook_plan *plan, const struct pyhook_target *t, pid_t pid,
+			char *how, size_t howlen)
 {
 	char libc[4200];
 	uint64_t off;
 
 	if (libc_of(pyproc_pid(t->py), libc, sizeof(libc)) ||
 	    elfsyms_default_func_offset(libc, "pthread_cond_timedwait", &off)) {
-		snprintf(how, howlen, "%sits libc's pthread_cond_timedwait was not found: its GIL "
-			 "waits cannot be traced", g->hook == HOOK_CONDVAR ? "" : "has no take_gil symbol, and ");
+		snprintf(how, howlen, "its libc's pthread_cond_timedwait was not found (--hook condvar)");
 		return 1;
 	}
 	if (pyhooks_add_uprobe_at(plan, libc, pid, "pthread_cond_timedwait", off, "cond_entry", false) ||
@@ -329,13 +333,10 @@ static int plan_condvar(const struct pygil *g, struct pyhook_plan *plan, const s
 }
 
 /*
- * The hook for one interpreter binary. Per pid, the GIL's condition variable first: it
- * traps only in timed waits on the GIL's cond, while take_gil's return uprobe is armed
- * at every call, also when the GIL is free (a thread doing I/O takes it twice per
- * call: make bench measured 0.31 of the throughput of a socket ping-pong with take_gil,
- * 0.95 with the condition variable). With --children the uprobes are on the files for
- * every process: take_gil first there, since libc's would trap in every program on
- * the host.
+ * The hook for one interpreter binary. The futex tracepoints need no symbol and trap
+ * nowhere: the uprobes of the other two are a trap into the kernel at each hit, and
+ * condvar's run with gil->mutex held, which every GIL handoff needs (make bench: a
+ * socket ping-pong kept 0.6 of its throughput with take_gil, 0.1 to 0.3 with condvar).
  */
 static int plan_binary(void *ctx, struct pyhook_plan *plan, const struct pyhook_target *t,
 		       char *how, size_t howlen)
@@ -343,7 +344,6 @@ static int plan_binary(void *ctx, struct pyhook_plan *plan, const struct pyhook_
 	struct pygil *g = ctx;
 	/* --children: on the file for every process (the children's too), filtered in BPF */
 	pid_t pid = g->children ? -1 : t->pid;
-	bool take_gil_first = g->hook == HOOK_TAKE_GIL || (g->hook == HOOK_BEST && g->children);
 	int r;
 
 	if (!t->py)
@@ -352,21 +352,19 @@ static int plan_binary(void *ctx, struct pyhook_plan *plan, const struct pyhook_
 		snprintf(how, howlen, "is a free-threaded build: this interpreter has no GIL");
 		return 1;
 	}
-	if (take_gil_first) {
-		if ((r = plan_take_gil(plan, t, pid, how, howlen)) != 1)
-			return r;
-		if (g->hook == HOOK_TAKE_GIL) {
+	switch (g->hook) {
+	case HOOK_FUTEX:
+		snprintf(how, howlen, "its waits for the GIL's condition variable, from the futex syscall "
+			 "tracepoints");
+		return 0;
+	case HOOK_TAKE_GIL:
+		if ((r = plan_take_gil(plan, t, pid, how, howlen)) == 1)
 			snprintf(how, howlen, "has no take_gil symbol (--hook take_gil)");
-			return 1;
-		}
+		return r;
+	case HOOK_CONDVAR:
+		break;
 	}
-	r = plan_condvar(g, plan, t, pid, how, howlen);
-	if (r == 1 && g->hook == HOOK_BEST && !take_gil_first) {
-		int k = plan_take_gil(plan, t, pid, how, howlen);
-		if (k != 1)
-			return k;
-	}
-	return r;
+	return plan_condvar(plan, t, pid, how, howlen);
 }
 
 static bool keep_target(void *ctx, struct pyproc *py)
@@ -688,7 +686,7 @@ static void on_event(void *ctx, void *data, int size)
 		set_stack(o, "holder_py_stack", "holder_py_stack_depth", holder, hdepth);
 	}
 	json_set_int(o, "switch_number", (json_int_t)ev->switch_number);
-	json_set_str(o, "hook", ev->source == PYGIL_SRC_TAKE_GIL ? "take_gil" : "condvar");
+	json_set_str(o, "hook", ev->source == PYGIL_SRC_FUTEX ? "futex" : ev->source == PYGIL_SRC_TAKE_GIL ? "take_gil" : "condvar");
 	json_set_str(o, "time", when);
 	sink_record(g->base.sink, &wait_schema, o);
 	text = sink_text(g->base.sink);
@@ -714,7 +712,9 @@ static int start(struct tracker *t)
 	}
 	/* woken per 16 records, read every poll: the holder samples want a tick about every 5 ms */
 	t->poll_ms = SAMPLE_MS;
-	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 16) || pyhooks_attach(g->hooks, p))
+	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 16) || pyhooks_attach(g->hooks, p) ||
+	    (g->hook == HOOK_FUTEX && (bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_futex") ||
+				       bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_futex"))))
 		return -1;
 	snprintf(t->banner, sizeof(t->banner), "Tracing GIL waits of %d process%s (%d probes).",
 		 g->targets.alive, g->targets.alive == 1 ? "" : "es", bpfprog_attachments(p));
