@@ -234,8 +234,9 @@ def test_pprof_top_equals_the_table(profiles):
     if not shutil.which("go"):
         pytest.skip("go is not installed (make deps installs golang-go)")
     env = dict(os.environ, HOME=os.environ.get("HOME", "/root"), GOFLAGS="-mod=mod")
-    # -symbolize=none: pprof would shorten "<module>" as a C++ template otherwise
-    res = run(["go", "tool", "pprof", "-symbolize=none", "-top", path], env=env, timeout=300)
+    # -symbolize=none: pprof would shorten "<module>" as a C++ template otherwise;
+    # -nodefraction=0: it would leave out functions under 0.5% of the samples
+    res = run(["go", "tool", "pprof", "-symbolize=none", "-nodefraction=0", "-top", path], env=env, timeout=300)
     rows = {}
     for line in res.stdout.splitlines():
         m = re.match(r"^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.+)$", line)
@@ -350,7 +351,7 @@ def test_pygc_pprof_weighs_stacks_by_pause(run_tool, tmp_path):
     pauses = tool.events("gc_pause")
     assert sum(1 for e in pauses if e["stack"][-1].startswith("collect_here (")) == 5, pauses
     env = dict(os.environ, HOME=os.environ.get("HOME", "/root"))
-    res = run(["go", "tool", "pprof", "-symbolize=none", "-sample_index=collections", "-top", path],
+    res = run(["go", "tool", "pprof", "-symbolize=none", "-nodefraction=0", "-sample_index=collections", "-top", path],
               env=env, timeout=300)
     flat = {m.group(2).strip(): int(m.group(1)) for m in
             re.finditer(r"^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+\d+\s+[\d.]+%\s+(.+)$", res.stdout, re.M)}
@@ -371,8 +372,10 @@ from test_pystack import Targets  # noqa: E402
 
 def go_pprof(path, *args):
     env = dict(os.environ, HOME=os.environ.get("HOME", "/root"), GOFLAGS="-mod=mod")
-    # -symbolize=none: pprof would shorten "<module>" as a C++ template otherwise
-    return run(["go", "tool", "pprof", "-symbolize=none"] + list(args) + [path], env=env, timeout=300).stdout
+    # -symbolize=none: pprof would shorten "<module>" as a C++ template otherwise;
+    # -nodefraction=0: it would leave out functions under 0.5% of the samples
+    return run(["go", "tool", "pprof", "-symbolize=none", "-nodefraction=0"] + list(args) + [path], env=env,
+               timeout=300).stdout
 
 
 def pprof_top(path, index, unit=None):
