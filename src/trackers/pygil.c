@@ -686,7 +686,8 @@ static void on_event(void *ctx, void *data, int size)
 		set_stack(o, "holder_py_stack", "holder_py_stack_depth", holder, hdepth);
 	}
 	json_set_int(o, "switch_number", (json_int_t)ev->switch_number);
-	json_set_str(o, "hook", ev->source == PYGIL_SRC_FUTEX ? "futex" : ev->source == PYGIL_SRC_TAKE_GIL ? "take_gil" : "condvar");
+	json_set_str(o, "hook", ev->source == PYGIL_SRC_FUTEX ? "futex" :
+				ev->source == PYGIL_SRC_TAKE_GIL ? "take_gil" : "condvar");
 	json_set_str(o, "time", when);
 	sink_record(g->base.sink, &wait_schema, o);
 	text = sink_text(g->base.sink);

@@ -547,8 +547,10 @@ static void take_key(struct pyoffcpu *o, FILE *out, const struct pyoffcpu_fold_k
 	if (!m)
 		return;
 	write_stack(o, m, k, py_fd, py);
-	if (fclose(m))
+	if (fclose(m)) {
+		free(stack);
 		return;
+	}
 	if (out && v->ns >= 1000)
 		fprintf(out, "%s %llu\n", stack, (unsigned long long)(v->ns / 1000));
 	if (o->out.path && (e = stackagg_get(&o->profile, stack, len))) {
