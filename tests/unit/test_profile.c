@@ -88,7 +88,9 @@ static void big_profile(struct stackagg *a)
 static void test_ten_thousand_stacks(void **state)
 {
 	static const char *const names[] = { "big.svg", "big.speedscope.json", "big.pb.gz", "big.txt" };
-	const struct profile_meta meta = { "test", "samples", "cpu", 10101010, false, true };
+	const struct profile_meta meta = {
+		.title = "test", .count_name = "samples", .weight_name = "cpu", .period_ns = 10101010, .per_thread = true,
+	};
 	char dir[] = "/tmp/pyebpf-profile-XXXXXX", path[256];
 	struct stackagg a;
 	struct stat st;
