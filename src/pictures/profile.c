@@ -126,6 +126,17 @@ static long frame_index(struct profdata *d, struct stackagg *seen, const char *t
 	return (long)d->nframes - 1;
 }
 
+/*
+ * The marker of an incomplete stack (pyframes_marker(), first after the thread):
+ * "[truncated]", "[error]" or "[unknown: why]". An unresolved code object's
+ * "[unknown]" and a native frame's "[unknown] [module]" are frames.
+ */
+static bool is_marker(const char *p, size_t len)
+{
+	return (len == 11 && !strncmp(p, "[truncated]", len)) || (len == 7 && !strncmp(p, "[error]", len)) ||
+	       (len > 10 && !strncmp(p, "[unknown: ", 10) && p[len - 1] == ']');
+}
+
 static size_t count_frames(const char *key)
 {
 	size_t n = 1;
@@ -168,7 +179,7 @@ int profdata_build(struct profdata *d, const struct stackagg *agg, const struct 
 
 			if (m->per_thread && s->depth == 0)
 				kind = PFRAME_THREAD;
-			else if (len >= 2 && p[0] == '[' && p[len - 1] == ']')
+			else if (s->depth == (m->per_thread ? 1 : 0) && is_marker(p, len))
 				kind = PFRAME_MARKER;
 			idx = frame_index(d, &seen, p, len, kind);
 			if (idx < 0)

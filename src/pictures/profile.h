@@ -7,9 +7,9 @@
  * --format. A tracker plugs in with profile_option() in its option
  * handler, profile_check() in its check and profile_write() at the end.
  *
- * Frames are "func (file:line)" or "func" (src/python/pyframes.h); a frame in
- * brackets ("[truncated]") is a marker of an incomplete stack; with per_thread the
- * first frame of every stack is the thread's name.
+ * Frames are "func (file:line)" or "func" (src/python/pyframes.h); with per_thread
+ * the first frame of every stack is the thread's name; next, "[truncated]", "[error]"
+ * or "[unknown: why]" is the marker of an incomplete stack (pyframes_marker()).
  */
 #ifndef PYEBPF_PROFILE_H
 #define PYEBPF_PROFILE_H

@@ -66,7 +66,7 @@ const char *pyframes_marker(unsigned status, bool detail)
 		return "[truncated]";
 	if (!detail)
 		return "[error]";
-	return status < sizeof(why) / sizeof(why[0]) && why[status] ? why[status] : "[unknown]";
+	return status < sizeof(why) / sizeof(why[0]) && why[status] ? why[status] : "[unknown: walk failed]";
 }
 
 void pyframes_buf_free(struct pyframes_buf *b)
