@@ -315,11 +315,14 @@ def test_folded_holder_stacks(run_tool, pythons, workloads):
     tool, (threads,) = trace(run_tool, [w], "-f", json_mode=False)
     lines = [l for l in tool.stdout.splitlines() if l.strip()]
     assert lines, tool.stderr[-2000:]
-    total_us = 0
+    total_us = torn_us = 0
     for l in lines:
         stack, _, n = l.rpartition(" ")
         total_us += int(n)
-        assert stack and ";" in stack, l
+        assert stack, l
+        if ";" not in stack:  # a holder's chain read while it ran can be cut short (pygil(8))
+            torn_us += int(n)
+    assert torn_us <= 0.05 * total_us, lines
     spin_us = sum(int(l.rpartition(" ")[2]) for l in lines if in_spin(l.rpartition(" ")[0]))
     assert spin_us >= 0.95 * total_us
     truth = sum(1000 * (t["wall"] - t["cpu"]) for t in threads.values())
