@@ -474,13 +474,10 @@ static void sample_holders(struct pygil *g, uint64_t now_ns)
 {
 	uint64_t dt = now_ns - g->last_sample_ns;
 
-	if (now_ns < g->next_sample_ns) {
-		g->base.poll_ms = (int)((g->next_sample_ns - now_ns) / 1000000) + 1;
+	if (now_ns < g->next_sample_ns)
 		return;
-	}
 	g->last_sample_ns = now_ns;
 	g->next_sample_ns = next_sample(g, now_ns);
-	g->base.poll_ms = (int)((g->next_sample_ns - now_ns) / 1000000) + 1;
 	if (dt > 10 * SAMPLE_MS * 1000000ull)
 		dt = SAMPLE_MS * 1000000ull; /* a late tick does not stand for the time it missed */
 	for (int i = 0; i < g->targets.n; i++) {
@@ -732,6 +729,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	t->done = pytargets_refresh(&g->targets, now_ns);
 	configure_targets(g);
 	sample_holders(g, now_ns);
+	t->poll_ms = (int)((g->next_sample_ns - now_ns) / 1000000) + 1; /* the runner wakes for the next */
 	if (!t->done && g->interval_s && (double)(now_ns - g->interval_start_ns) >= g->interval_s * 1e9)
 		report(g, now_ns);
 	return 0;
