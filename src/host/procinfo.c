@@ -80,22 +80,47 @@ bool procinfo_exists(pid_t pid)
 	return kill(pid, 0) == 0 || errno == EPERM;
 }
 
-bool procinfo_alive(pid_t pid)
+/*
+ * /proc/PID/stat into buf; returns the fields after the comm (which may itself
+ * contain ')'), from the state on, or NULL.
+ */
+static const char *stat_fields(pid_t pid, char *buf, size_t len)
 {
-	char path[64], buf[512], *paren;
+	char path[64];
+	const char *paren;
 	FILE *f;
 	size_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	f = fopen(path, "re");
 	if (!f)
-		return false;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
+		return NULL;
+	n = fread(buf, 1, len - 1, f);
 	fclose(f);
 	buf[n] = 0;
-	/* the state follows the comm, which may itself contain ')' */
 	paren = strrchr(buf, ')');
-	return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+	return paren && paren[1] == ' ' ? paren + 2 : NULL;
+}
+
+bool procinfo_alive(pid_t pid)
+{
+	char buf[1024];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+
+	return f && *f != 'Z' && *f != 'X';
+}
+
+unsigned long long procinfo_start_time(pid_t pid)
+{
+	char buf[1024];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+
+	/* starttime is field 22; the state is field 3 */
+	for (int field = 3; f && field < 22; field++) {
+		f = strchr(f, ' ');
+		f = f ? f + 1 : NULL;
+	}
+	return f ? strtoull(f, NULL, 10) : 0;
 }
 
 pid_t procinfo_ppid(pid_t pid)

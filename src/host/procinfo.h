@@ -17,6 +17,11 @@ int procinfo_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 bool procinfo_exists(pid_t pid);
 /* Exists and is not a zombie: a process that exited but was not reaped yet is gone. */
 bool procinfo_alive(pid_t pid);
+/*
+ * When pid started (clock ticks after boot, /proc/PID/stat's starttime), or 0: tells a
+ * process from a later one that got its pid.
+ */
+unsigned long long procinfo_start_time(pid_t pid);
 /* The process's parent pid, or -1. */
 pid_t procinfo_ppid(pid_t pid);
 

@@ -4,11 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonfmt.h"
-
-/* Threads kept per process for their names. */
-#define NAMES_MAX 256
-
 int pyframes_depth(unsigned depth, int size, size_t head)
 {
 	if (depth > PYWALK_DEPTH_LIMIT || size < 0 ||
@@ -127,90 +122,4 @@ const char *pyframes_folded(struct pyframes_buf *b, const char *root, const stru
 		add_part(b, &first, frame, n < (int)sizeof(frame) ? (size_t)n : sizeof(frame) - 1, ";", ',');
 	}
 	return b->p;
-}
-
-void pythread_names_free(struct pythread_names *c)
-{
-	free(c->threads);
-	memset(c, 0, sizeof(*c));
-}
-
-/* The entry of tid, or NULL. */
-static const struct pythread *thread_of(const struct pythread_names *c, pid_t tid)
-{
-	for (int i = 0; i < c->n; i++)
-		if (c->threads[i].tid == tid)
-			return &c->threads[i];
-	return NULL;
-}
-
-void pyframes_thread_name(struct pyproc *py, struct pythread_names *c, pid_t tid, const char *comm,
-			  size_t commlen, char *buf, size_t len)
-{
-	const struct pythread *t = NULL;
-
-	if (py && !c->threads)
-		c->threads = calloc(NAMES_MAX, sizeof(*c->threads));
-	for (int pass = 0; py && c->threads && pass < 2; pass++) {
-		uint64_t now;
-
-		t = thread_of(c, tid);
-		if (t && t->python_name)
-			break;
-		now = time_mono_ns();
-		if (pass || now - c->read_ns < (t ? 1000000000ull : 200000000ull))
-			break;
-		c->read_ns = now;
-		c->n = pyproc_threads(py, c->threads, NAMES_MAX);
-		if (c->n < 0)
-			c->n = 0;
-	}
-	if (t && t->python_name && t->name[0])
-		snprintf(buf, len, "%s", t->name);
-	else if (py && tid == pyproc_pid(py))
-		/* threading not imported (or not this thread's name yet): what it calls the main thread */
-		snprintf(buf, len, "MainThread");
-	else
-		snprintf(buf, len, "%.*s", (int)commlen, comm);
-}
-
-const struct pythread *pyframes_thread_of_tstate(struct pyproc *py, struct pythread_names *c,
-						 uint64_t tstate)
-{
-	const struct pythread *t = NULL;
-
-	for (int pass = 0; py && tstate && pass < 2; pass++) {
-		uint64_t now;
-
-		if (!c->threads && !(c->threads = calloc(NAMES_MAX, sizeof(*c->threads))))
-			return NULL;
-		uint64_t id = 0;
-
-		t = NULL;
-		for (int i = 0; i < c->n && !t; i++)
-			if (c->threads[i].tstate == tstate)
-				t = &c->threads[i];
-		/*
-		 * a new thread's state is made by its parent (with the parent's ids, 3.11)
-		 * and bound by the thread itself: one read tells whether the entry is stale
-		 */
-		if (t && (pyproc_read(py, tstate + pyproc_offsets(py)->ts_thread_id, &id, sizeof(id)) ||
-			  id != t->thread_id))
-			t = NULL;
-		if (t && t->python_name && t->tid)
-			break;
-		now = time_mono_ns();
-		/*
-		 * an unknown one, or one not matched to its task yet, is a thread that just
-		 * started (the GIL holder of the next waits too): reread after 20 ms; one
-		 * without a Python name yet, every second
-		 */
-		if (pass || now - c->read_ns < (t && t->tid ? 1000000000ull : 20000000ull))
-			break;
-		c->read_ns = now;
-		c->n = pyproc_threads(py, c->threads, NAMES_MAX);
-		if (c->n < 0)
-			c->n = 0;
-	}
-	return t;
 }

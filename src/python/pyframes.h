@@ -1,7 +1,7 @@
 /*
  * What the BPF stack walker's frames (bpf_text/pywalk.h) mean to a reader: resolved
- * into names, files and lines, formatted "func (file:line)", and the names of the
- * threads they ran in. Shared by the Python trackers.
+ * into names, files and lines, formatted "func (file:line)", and folded. Shared by
+ * the Python trackers.
  */
 #ifndef PYEBPF_PYFRAMES_H
 #define PYEBPF_PYFRAMES_H
@@ -57,33 +57,5 @@ void pyframes_buf_free(struct pyframes_buf *b);
  */
 const char *pyframes_folded(struct pyframes_buf *b, const char *root, const struct pycode_loc *locs,
 			    int depth, unsigned status);
-
-/* The Python thread names of one process, read from it when needed (pyframes_thread_name). */
-struct pythread_names {
-	struct pythread *threads;
-	int n;
-	uint64_t read_ns; /* when threads was read */
-};
-void pythread_names_free(struct pythread_names *c);
-
-/*
- * Into buf: the name of host thread tid of py, threading's Thread.name, else
- * "MainThread" for the process's main thread (tid == pid: threading's name for it, so
- * every tool names it alike whether or not threading was imported), else comm (the
- * kernel's, commlen bytes at most, from the event). Threads are matched by pthread id
- * (pyproc_threads), which also holds in a forked worker whose threading native ids are
- * still its parent's. An unknown tid rereads the threads at most every 200 ms, one
- * without a Python name yet (threading names a thread in its first moments) every second.
- */
-void pyframes_thread_name(struct pyproc *py, struct pythread_names *c, pid_t tid, const char *comm,
-			  size_t commlen, char *buf, size_t len);
-
-/*
- * The thread of py whose PyThreadState is at tstate (ids and name), from c; rereads
- * them when tstate is not listed (at most every 20 ms: a new thread is the next
- * waits' GIL holder), or has no Python name yet (every second). NULL when there is none.
- */
-const struct pythread *pyframes_thread_of_tstate(struct pyproc *py, struct pythread_names *c,
-						 uint64_t tstate);
 
 #endif

@@ -249,7 +249,52 @@ static int load_offsets(struct pyproc *p, struct pyproc_error *err)
 	return 0;
 }
 
-struct pyproc *pyproc_open(pid_t pid, struct pyproc_error *err)
+/*
+ * The handles open now, by pid: what pyproc_open shares. Few (the targets of one
+ * run), so a list.
+ */
+static struct {
+	struct pyproc **v;
+	int n, cap;
+} open_handles;
+
+static struct pyproc *shared_handle(pid_t pid, unsigned long long started)
+{
+	for (int i = 0; i < open_handles.n; i++)
+		if (open_handles.v[i]->pid == pid && open_handles.v[i]->started == started)
+			return open_handles.v[i];
+	return NULL;
+}
+
+/* Lists p; false when out of memory (p is then not shared, which is only slower). */
+static bool share(struct pyproc *p)
+{
+	if (open_handles.n == open_handles.cap) {
+		int cap = open_handles.cap ? 2 * open_handles.cap : 16;
+		struct pyproc **v = realloc(open_handles.v, (size_t)cap * sizeof(*v));
+		if (!v)
+			return false;
+		open_handles.v = v;
+		open_handles.cap = cap;
+	}
+	open_handles.v[open_handles.n++] = p;
+	return true;
+}
+
+static void unshare(struct pyproc *p)
+{
+	for (int i = 0; i < open_handles.n; i++)
+		if (open_handles.v[i] == p) {
+			open_handles.v[i] = open_handles.v[--open_handles.n];
+			break;
+		}
+	if (!open_handles.n) {
+		free(open_handles.v);
+		memset(&open_handles, 0, sizeof(open_handles));
+	}
+}
+
+static struct pyproc *open_new(pid_t pid, unsigned long long started, struct pyproc_error *err)
 {
 	struct pyproc *p = calloc(1, sizeof(*p));
 	struct map_entry *maps = NULL;
@@ -265,6 +310,8 @@ struct pyproc *pyproc_open(pid_t pid, struct pyproc_error *err)
 		set_error(err, PYPROC_EREAD, "out of memory");
 		return NULL;
 	}
+	p->refs = 1;
+	p->started = started;
 	p->pid = pid;
 	p->mem_fd = -1;
 	p->codes = calloc(CODE_CACHE_SIZE, sizeof(*p->codes));
@@ -315,14 +362,35 @@ fail:
 	return NULL;
 }
 
+struct pyproc *pyproc_open(pid_t pid, struct pyproc_error *err)
+{
+	unsigned long long started = procinfo_start_time(pid);
+	struct pyproc *p = started ? shared_handle(pid, started) : NULL;
+
+	if (p) {
+		if (err) {
+			err->code = PYPROC_OK;
+			err->msg[0] = 0;
+		}
+		p->refs++;
+		return p;
+	}
+	p = open_new(pid, started, err);
+	if (p && started)
+		share(p);
+	return p;
+}
+
 void pyproc_close(struct pyproc *p)
 {
-	if (!p)
+	if (!p || --p->refs > 0)
 		return;
+	unshare(p);
 	if (p->codes)
 		for (int i = 0; i < CODE_CACHE_SIZE; i++)
 			free(p->codes[i].table);
 	free(p->codes);
+	free(p->names);
 	elfsyms_close(p->elf);
 	if (p->mem_fd >= 0)
 		close(p->mem_fd);

@@ -9,7 +9,7 @@
  * (3.13+ through the _Py_DebugOffsets table the target carries). The layout facts
  * this relies on: pyebpf(7), CPYTHON INTERNALS.
  *
- * Not thread-safe: one handle per thread.
+ * Not thread-safe: handles are shared (see pyproc_open), so one thread only.
  */
 #ifndef PYEBPF_PYPROC_H
 #define PYEBPF_PYPROC_H
@@ -46,6 +46,11 @@ struct pyproc_error {
  * Opens pid (a host pid). Finds the module defining _PyRuntime in /proc/PID/maps
  * (executable or libpython3.X.so, also under ld.so or patchelf), its load bias from
  * the program headers, the version and the offsets. NULL on failure with err filled.
+ *
+ * A process is opened once however many trackers follow it: while a handle of pid is
+ * open (and pid is still the process it was opened for), pyproc_open returns that
+ * handle, with its maps, symbols, code objects and thread names read already. Every
+ * pyproc_open needs its pyproc_close.
  */
 struct pyproc *pyproc_open(pid_t pid, struct pyproc_error *err);
 void pyproc_close(struct pyproc *p);
@@ -107,6 +112,26 @@ struct pythread {
  * written (at most max), or -1 when the list could not be read.
  */
 int pyproc_threads(struct pyproc *p, struct pythread *out, int max);
+
+/*
+ * Into buf: the name of host thread tid of p, threading's Thread.name, else
+ * "MainThread" for the process's main thread (tid == pid: threading's name for it, so
+ * every tool names it alike whether or not threading was imported), else comm (the
+ * kernel's, commlen bytes at most, from the event; also when p is NULL). Threads are
+ * matched by pthread id (pyproc_threads), which also holds in a forked worker whose
+ * threading native ids are still its parent's. An unknown tid rereads the threads at
+ * most every 200 ms, one without a Python name yet (threading names a thread in its
+ * first moments) every second.
+ */
+void pyproc_thread_name(struct pyproc *p, pid_t tid, const char *comm, size_t commlen, char *buf,
+			size_t len);
+
+/*
+ * The thread of p whose PyThreadState is at tstate (ids and name); rereads the threads
+ * when tstate is not listed (at most every 20 ms: a new thread is the next waits' GIL
+ * holder), or has no Python name yet (every second). NULL when there is none.
+ */
+const struct pythread *pyproc_thread_of_tstate(struct pyproc *p, uint64_t tstate);
 
 /* What a frame's code object and instruction offset mean. */
 struct pycode_loc {

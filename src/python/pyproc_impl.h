@@ -17,6 +17,7 @@
 #define NAME_CACHE_MAX 1024 /* threading names read at most */
 #define MAX_INTERPS 16
 #define MAX_THREADS 4096
+#define NAMES_MAX 256 /* threads kept for their names */
 
 struct code_entry {
 	uint64_t code; /* 0: empty slot */
@@ -28,6 +29,8 @@ struct code_entry {
 };
 
 struct pyproc {
+	int refs;                   /* pyproc_open()s not closed yet */
+	unsigned long long started; /* procinfo_start_time() */
 	pid_t pid, ns_pid;
 	int mem_fd;
 	bool use_mem_fd;
@@ -38,6 +41,9 @@ struct pyproc {
 	uint64_t runtime;
 	struct pyoffsets off;
 	struct code_entry *codes; /* CODE_CACHE_SIZE slots, by address */
+	struct pythread *names;   /* NAMES_MAX threads, for their names (pythreads.c) */
+	int nnames;
+	uint64_t names_read_ns;   /* when names was read */
 };
 
 /* pyobjects.c */

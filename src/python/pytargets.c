@@ -24,7 +24,6 @@ void pytargets_init(struct pytargets *ts, int max)
 static void target_close(struct pytarget *t)
 {
 	pyproc_close(t->py);
-	pythread_names_free(&t->names);
 	t->py = NULL;
 }
 
@@ -205,7 +204,7 @@ struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t ti
 	struct pytarget *t = pytargets_get(ts, pid);
 
 	if (t)
-		pyframes_thread_name(t->py, &t->names, tid, comm, commlen, buf, len);
+		pyproc_thread_name(t->py, tid, comm, commlen, buf, len);
 	else
 		snprintf(buf, len, "%.*s", (int)commlen, comm);
 	return t;

@@ -2,7 +2,8 @@
  * The processes a Python tracker follows: the -p pids, with --children their
  * descendants (those running and those started later), every CPython of the host,
  * or processes opened on their first event. Each has its CPython handle (NULL when
- * it is not CPython: kept, so that it is not tried again) and its thread names;
+ * it is not CPython: kept, so that it is not tried again), shared with every other
+ * tracker that follows it (pyproc_open);
  * once a stack walker is set, its layout is in the walker's py_config map.
  *
  * Pointers to targets are valid until the next call that adds or drops targets
@@ -28,7 +29,6 @@ struct pytarget {
 	struct pyproc *py;           /* NULL: not CPython, or unreadable */
 	bool watched;                /* its exit is said, and the last watched one's ends the run */
 	bool exited;
-	struct pythread_names names; /* for pyframes_thread_name() */
 };
 
 struct pytargets {
@@ -71,7 +71,7 @@ struct pytarget *pytargets_get(struct pytargets *ts, pid_t pid);
 
 /*
  * Into buf: the name of thread tid of process pid (pytargets_get, then
- * pyframes_thread_name), else comm (commlen bytes at most). Returns the target, or NULL.
+ * pyproc_thread_name), else comm (commlen bytes at most). Returns the target, or NULL.
  */
 struct pytarget *pytargets_thread_name(struct pytargets *ts, pid_t pid, pid_t tid, const char *comm,
 				       size_t commlen, char *buf, size_t len);

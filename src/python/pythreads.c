@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonfmt.h"
 #include "procinfo.h"
 #include "pyproc_impl.h"
 #include "utf8.h"
@@ -161,3 +162,81 @@ int pyproc_threads(struct pyproc *p, struct pythread *out, int max)
 	return n;
 }
 
+/* The names table read now, at most every min_ns; false when it could not be made. */
+static bool reread_names(struct pyproc *p, uint64_t now, uint64_t min_ns)
+{
+	if (!p->names && !(p->names = calloc(NAMES_MAX, sizeof(*p->names))))
+		return false;
+	if (p->names_read_ns && now - p->names_read_ns < min_ns)
+		return true;
+	p->names_read_ns = now;
+	p->nnames = pyproc_threads(p, p->names, NAMES_MAX);
+	if (p->nnames < 0)
+		p->nnames = 0;
+	return true;
+}
+
+/* The entry of tid, or NULL. */
+static const struct pythread *thread_of(const struct pyproc *p, pid_t tid)
+{
+	for (int i = 0; i < p->nnames; i++)
+		if (p->names[i].tid == tid)
+			return &p->names[i];
+	return NULL;
+}
+
+void pyproc_thread_name(struct pyproc *p, pid_t tid, const char *comm, size_t commlen, char *buf,
+			size_t len)
+{
+	const struct pythread *t = p ? thread_of(p, tid) : NULL;
+
+	if (p && !(t && t->python_name) &&
+	    reread_names(p, time_mono_ns(), t ? 1000000000ull : 200000000ull))
+		t = thread_of(p, tid);
+	if (t && t->python_name && t->name[0])
+		snprintf(buf, len, "%s", t->name);
+	else if (p && tid == p->pid)
+		/* threading not imported (or not this thread's name yet): what it calls the main thread */
+		snprintf(buf, len, "MainThread");
+	else
+		snprintf(buf, len, "%.*s", (int)commlen, comm);
+}
+
+/* The entry of tstate, or NULL when there is none or it is stale. */
+static const struct pythread *thread_at(const struct pyproc *p, uint64_t tstate)
+{
+	uint64_t id = 0;
+
+	for (int i = 0; i < p->nnames; i++) {
+		const struct pythread *t = &p->names[i];
+		if (t->tstate != tstate)
+			continue;
+		/*
+		 * a new thread's state is made by its parent (with the parent's ids, 3.11)
+		 * and bound by the thread itself: one read tells whether the entry is stale
+		 */
+		if (pyproc_read(p, tstate + p->off.ts_thread_id, &id, sizeof(id)) || id != t->thread_id)
+			return NULL;
+		return t;
+	}
+	return NULL;
+}
+
+const struct pythread *pyproc_thread_of_tstate(struct pyproc *p, uint64_t tstate)
+{
+	const struct pythread *t;
+
+	if (!p || !tstate)
+		return NULL;
+	t = thread_at(p, tstate);
+	if (t && t->python_name && t->tid)
+		return t;
+	/*
+	 * an unknown one, or one not matched to its task yet, is a thread that just
+	 * started (the GIL holder of the next waits too): reread after 20 ms; one
+	 * without a Python name yet, every second
+	 */
+	if (reread_names(p, time_mono_ns(), t && t->tid ? 1000000000ull : 20000000ull))
+		t = thread_at(p, tstate);
+	return t;
+}

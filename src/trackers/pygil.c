@@ -490,7 +490,7 @@ static void sample_holders(struct pygil *g, uint64_t now_ns)
 		if (!gil || pyproc_read(pt->py, gil + PYGIL_OFF_LOCKED, &locked, sizeof(locked)) || locked != 1 ||
 		    pyproc_read(pt->py, gil + PYGIL_OFF_LAST_HOLDER, &holder, sizeof(holder)))
 			continue;
-		th = pyframes_thread_of_tstate(pt->py, &pt->names, holder);
+		th = pyproc_thread_of_tstate(pt->py, holder);
 		if (th && th->tid && (r = row_of(g, pt->pid, th->tid, th->name)))
 			r->hold_ns += dt;
 	}
@@ -636,7 +636,7 @@ static void on_event(void *ctx, void *data, int size)
 	pt = pytargets_thread_name(&g->targets, (pid_t)ev->task.pid, (pid_t)ev->task.tid, ev->task.comm,
 				   sizeof(ev->task.comm), name, sizeof(name));
 	if (pt && pt->py)
-		th = pyframes_thread_of_tstate(pt->py, &pt->names, ev->holder);
+		th = pyproc_thread_of_tstate(pt->py, ev->holder);
 	if (g->stacks) {
 		waiter = stack_text(g, pt, s->waiter, s->waiter_depth, s->waiter_status, &g->waiter_text, &wdepth);
 		if (size < (int)(head + (size_t)pyframes_depth(s->holder_depth, size, head) * sizeof(s->holder[0])))
@@ -673,7 +673,7 @@ static void on_event(void *ctx, void *data, int size)
 			       (th && th->ns_tid) || ev->holder_ns_tid);
 	if (!th && pt && pt->py && json_integer_value(json_object_get(o, "holder_tid")))
 		/* a thread state not listed yet: its name by its tid, when that is known */
-		pyframes_thread_name(pt->py, &pt->names, (pid_t)json_integer_value(json_object_get(o, "holder_tid")),
+		pyproc_thread_name(pt->py, (pid_t)json_integer_value(json_object_get(o, "holder_tid")),
 				     "", 0, hname, sizeof(hname));
 	else
 		snprintf(hname, sizeof(hname), "%s", th ? th->name : "");

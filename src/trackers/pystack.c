@@ -236,7 +236,7 @@ static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct py
 	char thread[PYTHREAD_NAME_MAX];
 	json_t *o = json_object();
 
-	pyframes_thread_name(pt->py, &pt->names, (pid_t)s->task.tid, s->task.comm, sizeof(s->task.comm),
+	pyproc_thread_name(pt->py, (pid_t)s->task.tid, s->task.comm, sizeof(s->task.comm),
 			     thread, sizeof(thread));
 	json_set_str(o, "metric", sample_schema.metric);
 	record_set_time(o, s->task.ts_ns);
@@ -265,7 +265,7 @@ static void count_stack(struct pystack *ps, struct stackagg *agg, struct pytarge
 	const char *stack;
 
 	if (ps->per_thread)
-		pyframes_thread_name(pt->py, &pt->names, (pid_t)s->task.tid, s->task.comm,
+		pyproc_thread_name(pt->py, (pid_t)s->task.tid, s->task.comm,
 				     sizeof(s->task.comm), thread, sizeof(thread));
 	stack = pyframes_folded(&ps->text, ps->per_thread ? thread : NULL, ps->locs, depth, s->status);
 	stackagg_add_stack(agg, stack, strlen(stack));

@@ -98,3 +98,45 @@ def test_usage_errors():
     r = run([pm, "--all", "-e", "x", "--enable", "gil,offcpu"], check=False)
     assert r.returncode == 2 and "no tracker to run" in r.stderr
     assert "gil traces -p pids only: left out with --all" in r.stderr
+
+
+SHARED_WORKLOAD = r'''
+import gc, threading, time
+def sleeper():
+    while True:
+        time.sleep(0.03)
+def collector():
+    while True:
+        gc.collect(); time.sleep(0.05)
+threading.Thread(target=sleeper, daemon=True).start()
+threading.Thread(target=collector, daemon=True).start()
+print("ready", flush=True)
+while True:
+    pass
+'''
+
+
+def test_trackers_share_one_inspection_of_a_target(tmp_path):
+    """Four Python trackers follow one target: until they are ready its /proc/PID/maps
+    is read once, and its memory is opened once in the whole run (strace), and each
+    tracker has its events. (After the start pyoffcpu's native symbolizer, libbcc's,
+    reads the maps for the native frames' modules.)"""
+    w = subprocess.Popen([PYTHON, "-c", SHARED_WORKLOAD], stdout=subprocess.PIPE)
+    trace = str(tmp_path / "strace.out")
+    try:
+        assert w.stdout.readline().strip() == b"ready"
+        mon = Tool("pymonitor", ["-p", str(w.pid), "--enable", "gc,gil,offcpu,py_stack", "-d", "3"],
+                   prefix=["strace", "-f", "-qq", "-s", "200", "-e", "trace=openat,write", "-o", trace])
+        mon.wait_ready()
+        mon.proc.wait(timeout=120)
+        mon.stop()
+    finally:
+        w.kill()
+        w.wait()
+    assert mon.returncode == 0, mon.stderr
+    for metric in ("gc_pause", "gil_wait", "off_cpu", "py_stack"):
+        assert [e for e in mon.events(metric) if e["pid"] == w.pid], metric
+    opens = open(trace).read()
+    start = opens[:opens.index("Hit Ctrl-C to end.")]
+    maps, mem = '"/proc/%d/maps"' % w.pid, '"/proc/%d/mem"' % w.pid
+    assert (start.count(maps), opens.count(mem)) == (1, 1), (start.count(maps), opens.count(mem))

@@ -205,8 +205,7 @@ static void test_live_python(void **state)
 	char ready[16] = "", name[PYTHREAD_NAME_MAX];
 	struct pyproc_error err;
 	struct pythread threads[16];
-	struct pythread_names names = { 0 };
-	struct pyproc *p;
+	struct pyproc *p, *again;
 	pid_t child;
 	int n, named = 0, by_tid = 0;
 
@@ -245,13 +244,17 @@ static void test_live_python(void **state)
 		if (threads[i].tid == child && !strcmp(threads[i].name, "MainThread"))
 			named++;
 		if (threads[i].tid > 0) {
-			pyframes_thread_name(p, &names, threads[i].tid, "comm", 4, name, sizeof(name));
+			pyproc_thread_name(p, threads[i].tid, "comm", 4, name, sizeof(name));
 			by_tid += !strcmp(name, threads[i].name);
 		}
 	}
 	assert_int_equal(named, 2);
 	assert_int_equal(by_tid, 2);
-	pythread_names_free(&names);
+	/* a second open shares the handle; it stays usable until the last close */
+	again = pyproc_open(child, &err);
+	assert_ptr_equal(again, p);
+	pyproc_close(again);
+	assert_int_equal(pyproc_threads(p, threads, 16), 2);
 	pyproc_close(p);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
