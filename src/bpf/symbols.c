@@ -15,6 +15,8 @@
 
 /* the least time between two refreshes of one process's symcache */
 #define REFRESH_NS 1000000000ULL
+/* ... after misses that refreshes did not name, up to this */
+#define MISS_REFRESH_MAX_NS (64 * REFRESH_NS)
 
 struct proc_syms {
 	pid_t pid;           /* 0: a free slot */
@@ -22,6 +24,7 @@ struct proc_syms {
 	uint64_t used;       /* s->clock at its last resolve: the LRU order */
 	uint64_t loaded_ns;  /* when its maps were read */
 	uint64_t checked_ns; /* when /proc/PID/exe was last compared */
+	uint64_t miss_gap_ns; /* least time from a refresh to one for a miss */
 	dev_t exe_dev;       /* what /proc/PID/exe was then (0, 0: unreadable) */
 	ino_t exe_ino;
 };
@@ -121,6 +124,7 @@ static struct proc_syms *proc_get(struct symbols *s, pid_t pid, uint64_t now)
 		return NULL;
 	p->pid = pid;
 	p->loaded_ns = p->checked_ns = now;
+	p->miss_gap_ns = REFRESH_NS;
 	exe_identity(pid, &p->exe_dev, &p->exe_ino);
 	s->n++;
 	return p;
@@ -184,10 +188,17 @@ static int resolve_user(struct symbols *s, pid_t pid, uint64_t addr, char *buf, 
 	proc_check_exe(p, now);
 	named = !bcc_symcache_resolve(p->cache, addr, &sym);
 	if (!named && (!sym.module || is_perf_map(sym.module)) &&
-	    now - p->loaded_ns >= REFRESH_NS) {
+	    now - p->loaded_ns >= p->miss_gap_ns) {
 		bcc_symbol_free_demangle_name(&sym);
 		proc_refresh(p, now);
 		named = !bcc_symcache_resolve(p->cache, addr, &sym);
+		/*
+		 * a frame-pointer walk through code built without them gives addresses
+		 * (heap, stack) that no refresh names: wait longer after each such one
+		 */
+		p->miss_gap_ns = named ? REFRESH_NS
+				       : (p->miss_gap_ns * 2 < MISS_REFRESH_MAX_NS ? p->miss_gap_ns * 2
+										 : MISS_REFRESH_MAX_NS);
 	}
 	if (named)
 		snprintf(buf, len, "%s+0x%" PRIx64 " (%s)",

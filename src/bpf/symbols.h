@@ -16,7 +16,10 @@
  * JIT entry newer than the perf map) refreshes it, and so does another executable
  * behind /proc/PID/exe (an exec, or the pid reused: libbcc's own look at
  * /proc/PID/exe sees an exec only sometimes); both at most once a second per
- * process, because a refresh reads the maps and then each symbol table again.
+ * process, because a refresh reads the maps and then each symbol table again. A
+ * refresh for a miss that still did not name it doubles the wait before the next
+ * one for a miss (up to 64 s): frame-pointer walks through code built without frame
+ * pointers give addresses in no module (heap, stack) all the time.
  *
  * Costs: a symcache keeps its symbol tables (names read lazily) and one fd per
  * module it knows plus one for the process's root (14 for a python3.11 that

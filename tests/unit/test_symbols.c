@@ -238,6 +238,41 @@ static void a_dlopen_is_seen_after_a_second(void **state)
 	dlclose(h);
 }
 
+/* Refreshes that name nothing (a heap address) come less often: 1 s, then 2 s. */
+static void misses_in_no_module_back_off(void **state)
+{
+	struct symbols *s = symbols_open(0);
+	char *heap = malloc(64);
+	const char *fn;
+	char buf[256];
+	uint64_t addr;
+	void *h;
+
+	(void)state;
+	assert_int_equal(symbols_resolve(s, getpid(), ADDR(heap), buf, sizeof(buf)), 0);
+	sleep_ms(1100);
+	/* refreshed, and still no module there */
+	assert_int_equal(symbols_resolve(s, getpid(), ADDR(heap), buf, sizeof(buf)), 0);
+	h = dlopen_new(&fn);
+	if (!h) {
+		print_message("skipped: no library left to dlopen\n");
+		symbols_close(s);
+		free(heap);
+		skip();
+		return;
+	}
+	addr = ADDR(dlsym(h, fn));
+	sleep_ms(1100);
+	assert_int_equal(symbols_resolve(s, getpid(), addr, buf, sizeof(buf)), 0);
+	sleep_ms(1100);
+	assert_int_equal(symbols_resolve(s, getpid(), addr, buf, sizeof(buf)), 1);
+	if (!strstr(buf, fn))
+		fail_msg("%s resolved as \"%s\"", fn, buf);
+	symbols_close(s);
+	dlclose(h);
+	free(heap);
+}
+
 static void an_exec_is_seen_after_a_second(void **state)
 {
 	struct symbols *s = symbols_open(0);
@@ -328,6 +363,7 @@ int main(void)
 		cmocka_unit_test(unknown_addresses_say_what_they_know),
 		cmocka_unit_test(kernel_addresses_are_named_from_kallsyms),
 		cmocka_unit_test(a_dlopen_is_seen_after_a_second),
+		cmocka_unit_test(misses_in_no_module_back_off),
 		cmocka_unit_test(an_exec_is_seen_after_a_second),
 		cmocka_unit_test(processes_are_bounded_and_forgotten),
 	};
