@@ -4,7 +4,8 @@ event (or after 60 s), rounds interleaved (one process, then the separate tools)
 
 usage: first_events.py ROUNDS BUILD
 The workload is one Python process that spins, collects garbage every 50 ms and makes a
-loopback TCP connection every 20 ms; hostnet samples every second. pyhandoff and
+loopback TCP connection every 20 ms (its threads sleep, so they wait for the spinner's
+GIL and are off the CPU); hostnet samples every second. pyhandoff and
 tcploss need a server or packet loss to have events: they run (and are counted in the
 RSS) but have no first event here.
 """
@@ -18,7 +19,8 @@ import time
 
 rounds, build = int(sys.argv[1]), sys.argv[2]
 METRICS = {"gc_pause": "pygc", "py_stack": "pystack", "tcp_connect": "tcphandshake",
-           "tcp_accept": "tcphandshake", "host_net": "hostnet"}
+           "tcp_accept": "tcphandshake", "host_net_health": "hostnet", "gil_wait": "pygil",
+           "off_cpu": "pyoffcpu"}
 WORKLOAD = r'''
 import gc, socket, sys, threading, time
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(128)
@@ -83,7 +85,8 @@ try:
     one = [[build + "/pymonitor", "-j", "-p", pid, "--hnh-interval", "1"]]
     separate = [[build + "/" + t, "-j"] + a for t, a in (
         ("pygc", ["-p", pid]), ("pystack", ["-p", pid]), ("tcphandshake", ["-p", pid]),
-        ("hostnet", ["-i", "1"]), ("pyhandoff", ["-p", pid]), ("tcploss", ["-p", pid]))]
+        ("hostnet", ["-i", "1"]), ("pyhandoff", ["-p", pid]), ("tcploss", ["-p", pid]),
+        ("pygil", ["-p", pid]), ("pyoffcpu", ["-p", pid]))]
     res = {"pymonitor": [], "separate": []}
     for _ in range(rounds):
         res["pymonitor"].append(run(one))
@@ -92,7 +95,7 @@ finally:
     w.kill()
     w.wait()
 
-print("   %-30s %12s %12s" % ("median over %d rounds" % rounds, "pymonitor", "6 tools"))
+print("   %-30s %12s %12s" % ("median over %d rounds" % rounds, "pymonitor", "8 tools"))
 for m in METRICS:
     a = [r[0].get(m) for r in res["pymonitor"]]
     b = [r[0].get(m) for r in res["separate"]]
