@@ -11,7 +11,8 @@ Usage: pystack_bench.py PYSTACK PYTHON ROUNDS SECONDS   (PYSTACK_BENCH_THROUGHPU
    walk that stopped early cannot look cheap; median [min-max] over rounds.
 2. BCC's profile-bpfcc -F 99 on the same workload: BPF time per run.
 3. Start-up: exec to the first sample on stdout (pystack -j) and to "Hit Ctrl-C" for
-   pystack and profile-bpfcc.
+   pystack; for profile-bpfcc (which prints its banner before it compiles) to holding
+   its program and a perf event per CPU.
 4. Throughput: two workloads run for the whole benchmark, one with 1 thread and one
    with 4 threads, each 30 frames deep and then counting loops. Each reports (time,
    loops, its CPU time) every 0.2 s. Each round measures a window without pystack,
@@ -66,6 +67,8 @@ class Workload:
 
     def _read(self):
         for line in self.proc.stdout:
+            if len(line.split()) != 3:
+                continue  # the last line, cut short when the workload is killed
             t, n, cpu = line.split()
             with self.lock:
                 self.samples.append((float(t), int(n), float(cpu)))
@@ -152,6 +155,17 @@ def prog_stats(pid):
                 ns += prog.get("run_time_ns", 0)
                 cnt += prog.get("run_cnt", 0)
     return ns, cnt
+
+
+def attached(pid):
+    """Whether process pid holds a BPF program and a perf event for every CPU."""
+    links = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            links.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        except OSError:
+            pass
+    return "anon_inode:bpf-prog" in links and links.count("anon_inode:[perf_event]") >= os.cpu_count()
 
 
 def summary_of(p):
@@ -272,7 +286,7 @@ def bcc_profile(py, rounds, secs):
 
 def startup(tool, py, rounds):
     """Seconds from exec to the first sample on stdout (pystack -j), and to ready
-    ("Hit Ctrl-C", stdout or stderr) for pystack and BCC's profile."""
+    for pystack ("Hit Ctrl-C") and BCC's profile (program and perf events held)."""
     w = Workload(py, 1, 30)
     first, ready, bcc = [], [], []
     try:
@@ -289,12 +303,13 @@ def startup(tool, py, rounds):
             p.wait()
             if shutil.which("profile-bpfcc"):
                 t0 = time.monotonic()
-                b = subprocess.Popen(["profile-bpfcc", "-F", "99"], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=bcc_env())
-                for l in b.stdout:
-                    if "Hit Ctrl-C" in l:
-                        bcc.append(time.monotonic() - t0)
-                        break
+                b = subprocess.Popen(["profile-bpfcc", "-F", "99"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, env=bcc_env())
+                # profile prints its banner before it compiles: ready is when it holds
+                # its program and a perf event per CPU
+                while b.poll() is None and time.monotonic() - t0 < 60 and not attached(b.pid):
+                    time.sleep(0.01)
+                bcc.append(time.monotonic() - t0)
                 b.terminate()
                 b.wait()
     finally:

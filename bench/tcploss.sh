@@ -10,4 +10,4 @@ if ! command -v tcpretrans-bpfcc >/dev/null; then
 fi
 . "$here/bcc_headers"
 # 16 flows, 30% of data segments dropped, 6 s: about 20-30k retransmits/s here
-/usr/bin/python3 "$here/tcploss_bench.py" "$build/tcploss" 6 16 30
+/usr/bin/python3 "$here/tcploss_bench.py" "$build/tcploss" 6 16 30 "${TCPLOSS_BENCH_ROUNDS:-3}"

@@ -1,6 +1,6 @@
 """tcploss vs BCC's tcpretrans under a retransmit storm, both tracing at the same time.
 
-usage: tcploss_bench.py TCPLOSS SECONDS FLOWS LOSS_PCT
+usage: tcploss_bench.py TCPLOSS SECONDS FLOWS LOSS_PCT [ROUNDS]
 
 A netns pair (veth, offloads off) with nft dropping LOSS_PCT% of the data segments, and
 FLOWS connections sending flat out for SECONDS. Both tracers run unfiltered, side by
@@ -10,12 +10,16 @@ tcploss runs with --connections: its per-connection table is counted in the kern
 exact when the perf buffer overflows. Reported per tool: events seen on the storm's flows, events lost (reported by the tool
 itself), the CPU its own process used (user + system, /proc/PID/stat) and the CPU its
 BPF programs used (kernel.bpf_stats_enabled run_time_ns: that time is spent in softirq
-on behalf of the traffic and is charged to nobody's process), and the ratios.
+on behalf of the traffic and is charged to nobody's process), and the ratios. Each
+round is a storm of its own; the last lines are the costs per retransmit (per hit of
+tcp:tcp_retransmit_skb: every BPF program of the tool, its retransmit program alone,
+its process), median [min-max] over the rounds.
 """
 import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -81,8 +85,8 @@ def wait_banner(path, proc, what, timeout=120):
     raise SystemExit("%s did not start" % what)
 
 
-def main():
-    tcploss, seconds, flows, loss = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def storm_round(tcploss, seconds, flows, loss):
+    """One storm with both tracers: prints its table, returns its costs per retransmit."""
     tag = "%d" % (os.getpid() % 100000)
     cns, sns = "pyctlb" + tag, "pystlb" + tag
     net = "10.79.%d" % (os.getpid() % 250)
@@ -228,6 +232,33 @@ def main():
     print("   tcploss summary: %s" % json.dumps({k: v for k, v in summary.items() if k != "metric"}))
     if rate < 20000:
         print("   note: the storm reached %.0f/s, below the 20k/s target (a loaded machine)" % rate)
+    retrans_prog = lambda i: sum(t for name, (n, t) in per_prog(i).items() if "retransmit" in name)
+    return {"rate": rate,
+            "bpf": (bpf[0] * 1e9 / max(fired_a, 1), bpf[1] * 1e9 / max(fired_b, 1)),
+            "prog": (retrans_prog(0) / max(fired_a, 1), retrans_prog(1) / max(fired_b, 1)),
+            "cpu": (cpu[0] * 1e9 / max(fired_a, 1), cpu[1] * 1e9 / max(fired_b, 1))}
+
+
+def spread(v):
+    return "%6.0f [%.0f-%.0f]" % (statistics.median(v), min(v), max(v))
+
+
+def main():
+    tcploss, seconds, flows, loss = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    res = []
+    for r in range(rounds):
+        print("   -- round %d of %d" % (r + 1, rounds), flush=True)
+        res.append(storm_round(tcploss, seconds, flows, loss))
+    print("   per retransmit, median [min-max] over %d rounds (storms of %s retransmits/s):" % (
+        rounds, spread([x["rate"] for x in res]).strip()))
+    print("   %-34s %20s %20s %14s" % ("ns", "tcploss", "tcpretrans", "ratio"))
+    for key, what in (("bpf", "BPF, all programs"), ("prog", "BPF, retransmit program"),
+                      ("cpu", "process CPU"), (None, "BPF + process CPU")):
+        a = [x[key][0] if key else x["bpf"][0] + x["cpu"][0] for x in res]
+        b = [x[key][1] if key else x["bpf"][1] + x["cpu"][1] for x in res]
+        print("   %-34s %20s %20s %14s" % (what, spread(a), spread(b),
+                                           "%.2f" % statistics.median(x / y for x, y in zip(a, b) if y)))
 
 
 if __name__ == "__main__":
