@@ -139,9 +139,10 @@ def main():
                     r, plain, traced, plain_gc, traced_gc, ratio, extra, 100 * cpu))
         finally:
             w.stop()
-        print("   %s: median throughput ratio traced/plain = %.3f, median added cost %.1f us per "
-              "collection (%d rounds of %.0f s)" % (name, statistics.median(ratios),
-                                                    statistics.median(costs), rounds, secs))
+        print("   %s: median [min-max] throughput ratio traced/plain = %.3f [%.3f-%.3f], added cost "
+              "%.1f [%.1f-%.1f] us per collection (%d rounds of %.0f s)" % (
+                  name, statistics.median(ratios), min(ratios), max(ratios),
+                  statistics.median(costs), min(costs), max(costs), rounds, secs))
 
 
 main()
