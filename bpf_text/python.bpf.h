@@ -134,9 +134,12 @@ static __always_inline void py_task_head_fill(struct task_head *h)
  * over their span from the frame's start, and the code object's (ob_type,
  * co_firstlineno) with one read from ob_type on: every bpf_probe_read_user costs a
  * helper call (~0.1 us with this kernel's mitigations), the bytes in between almost
- * nothing. A span read fails as a whole on one unreadable byte, so then the fields
- * are read one by one as before. The spans are below PY_SPAN_MAX on every supported
- * version (the frame's owner ends at 72 bytes at most, co_firstlineno at 72).
+ * nothing. The spans are below PY_SPAN_MAX on every supported version (the frame's
+ * owner ends at 72 bytes at most, co_firstlineno at 72), and lie inside the object
+ * read, so a span read fails where reading its fields one by one would fail too.
+ * There is no field-by-field fallback: the verifier checks both ways in each of the
+ * walk's PY_MAX_STEPS iterations, which doubled the program's load time (about
+ * 0.55 s more at start-up, for a path no valid frame takes).
  */
 #define PY_SPAN_MAX 128
 struct py_span_buf {
@@ -167,8 +170,8 @@ static __always_inline u32 py_max32(u32 a, u32 b)
 }
 
 /*
- * A program that walks two stacks in one run (pygil) defines PY_WALK_FIELD_BY_FIELD:
- * both ways of reading in each of two walks are more than the verifier explores.
+ * A program may define PY_WALK_FIELD_BY_FIELD to read the fields one by one instead
+ * (pygil, which walks two stacks in one run, does).
  */
 /* Bytes from a frame's start that hold code, back, instr and owner (0: no span read). */
 static __always_inline u32 py_frame_span(const struct pywalk_config *cfg)
@@ -196,18 +199,36 @@ static __always_inline u32 py_code_span(const struct pywalk_config *cfg)
 	return end > 8 && end - 8 < PY_SPAN_MAX ? end - 8 : 0;
 }
 
-/* One frame's fields, from a span read or one by one: 0, or an enum pywalk_status. */
+#ifndef PY_WALK_FIELD_BY_FIELD
+/* One frame's fields, from a span read: 0, or an enum pywalk_status. */
 static __always_inline int py_frame_fields(const struct pywalk_config *cfg, u8 *buf, u32 span,
 					   u64 f, u64 *code, u64 *prev, u64 *instr, u8 *owner)
 {
-	if (span && !py_read(buf, py_span_size(span), f)) {
-		*code = PY_SPAN_U64(buf, cfg->frame_code);
-		*prev = PY_SPAN_U64(buf, cfg->frame_back);
-		*instr = cfg->kind == PYWALK_FRAMEOBJECT ? PY_SPAN_U32(buf, cfg->frame_instr)
-							 : PY_SPAN_U64(buf, cfg->frame_instr);
-		*owner = cfg->frame_owner != PYWALK_NONE ? PY_SPAN_U8(buf, cfg->frame_owner) : 0;
-		return 0;
-	}
+	if (py_read(buf, py_span_size(span), f))
+		return PYWALK_ERR_FRAME;
+	*code = PY_SPAN_U64(buf, cfg->frame_code);
+	*prev = PY_SPAN_U64(buf, cfg->frame_back);
+	*instr = cfg->kind == PYWALK_FRAMEOBJECT ? PY_SPAN_U32(buf, cfg->frame_instr)
+						 : PY_SPAN_U64(buf, cfg->frame_instr);
+	*owner = cfg->frame_owner != PYWALK_NONE ? PY_SPAN_U8(buf, cfg->frame_owner) : 0;
+	return 0;
+}
+
+/* A code object's ob_type and co_firstlineno, from a span read: 0, or PYWALK_ERR_CODE. */
+static __always_inline int py_code_fields(const struct pywalk_config *cfg, u8 *buf, u32 span,
+					  u64 code, u64 *type, u32 *first)
+{
+	if (py_read(buf, py_span_size(span), code + 8))
+		return PYWALK_ERR_CODE;
+	*type = PY_SPAN_U64(buf, 0);
+	*first = PY_SPAN_U32(buf, cfg->co_firstlineno - 8);
+	return 0;
+}
+#else
+/* One frame's fields, read one by one: 0, or an enum pywalk_status. */
+static __always_inline int py_frame_fields(const struct pywalk_config *cfg, u8 *buf, u32 span,
+					   u64 f, u64 *code, u64 *prev, u64 *instr, u8 *owner)
+{
 	*code = 0;
 	*prev = 0;
 	if (py_read(code, sizeof(*code), f + cfg->frame_code) ||
@@ -222,15 +243,10 @@ static __always_inline int py_frame_fields(const struct pywalk_config *cfg, u8 *
 	return 0;
 }
 
-/* A code object's ob_type and co_firstlineno, from a span read or one by one: 0, or PYWALK_ERR_CODE. */
+/* A code object's ob_type and co_firstlineno, read one by one: 0, or PYWALK_ERR_CODE. */
 static __always_inline int py_code_fields(const struct pywalk_config *cfg, u8 *buf, u32 span,
 					  u64 code, u64 *type, u32 *first)
 {
-	if (span && !py_read(buf, py_span_size(span), code + 8)) {
-		*type = PY_SPAN_U64(buf, 0);
-		*first = PY_SPAN_U32(buf, cfg->co_firstlineno - 8);
-		return 0;
-	}
 	*type = 0;
 	*first = 0;
 	if (cfg->pycode_type && py_read(type, sizeof(*type), code + 8))
@@ -241,6 +257,7 @@ static __always_inline int py_code_fields(const struct pywalk_config *cfg, u8 *b
 		return PYWALK_ERR_CODE;
 	return 0;
 }
+#endif
 
 /*
  * Walks tstate's frames, innermost first, into frames[0..*depth). Returns
@@ -264,6 +281,10 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 		return PYWALK_ERR_FRAME;
 	fspan = py_frame_span(cfg);
 	cspan = py_code_span(cfg);
+#ifndef PY_WALK_FIELD_BY_FIELD
+	if (!fspan || !cspan)
+		return PYWALK_ERR_CONFIG; /* a layout no supported version has */
+#endif
 	if (cfg->ts_cframe != PYWALK_NONE) {
 		u64 cframe = 0;
 		if (py_read(&cframe, sizeof(cframe), tstate + cfg->ts_cframe))
