@@ -420,12 +420,18 @@ uint64_t bpfprog_missed(struct bpfprog *p)
 	return total;
 }
 
+void bpfprog_detach(struct bpfprog *p)
+{
+	for (int i = 0; i < p->nlinks; i++)
+		close(p->links[i]);
+	p->nlinks = 0;
+}
+
 void bpfprog_close(struct bpfprog *p)
 {
 	if (!p)
 		return;
-	for (int i = 0; i < p->nlinks; i++)
-		close(p->links[i]);
+	bpfprog_detach(p);
 	free(p->links);
 	if (p->ring)
 		bpf_free_ringbuf(p->ring);
@@ -448,5 +454,6 @@ const struct bpfprog_runtime bpfprog_runtime = {
 	.print_text = bpfprog_print_text,
 	.pollfds = bpfprog_pollfds,
 	.deliver = bpfprog_deliver,
+	.detach = bpfprog_detach,
 	.close = bpfprog_close,
 };

@@ -38,6 +38,7 @@ struct bpfprog_runtime {
 	void (*print_text)(FILE *f, const char *text, const struct cflags *cf);
 	int (*pollfds)(struct bpfprog *p, struct pollfd *fds, int max);
 	int (*deliver)(struct bpfprog *p);
+	void (*detach)(struct bpfprog *p);
 	void (*close)(struct bpfprog *p);
 };
 extern const struct bpfprog_runtime bpfprog_runtime;
@@ -53,6 +54,11 @@ int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary,
 int bpfprog_attach_perf_event(struct bpfprog *p, const char *fn, uint32_t type, uint64_t config,
 			      uint64_t freq, pid_t pid);
 int bpfprog_attachments(const struct bpfprog *p);
+/*
+ * Ends every attachment: no program of p runs from now on, and what its buffers and
+ * maps hold stays to be read (a run's last records and counters then agree).
+ */
+void bpfprog_detach(struct bpfprog *p);
 
 /* data is 8-byte aligned: it may be read as the event struct directly */
 typedef void (*bpfprog_event_cb)(void *ctx, void *data, int size);

@@ -171,6 +171,10 @@ static int run(struct tracker *const *all, int n, const struct common_opts *comm
 
 	if (loop(trackers, n, deadline_ns, sink) == 0)
 		rc = EXIT_OK;
+	/* no program runs past the last read: the summaries count what was printed */
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->prog)
+			trackers[i]->ops->bpf->detach(trackers[i]->prog);
 	for (int i = 0; i < n; i++)
 		if (trackers[i]->prog)
 			trackers[i]->ops->bpf->deliver(trackers[i]->prog);
