@@ -340,11 +340,32 @@ static int read_stack(struct pyoffcpu *o, int id, __u64 *ips)
 	return n;
 }
 
-static json_t *stack_array(struct pyoffcpu *o, pid_t pid, int id)
+/*
+ * read_stack() for a kernel stack, from the scheduler on. When the tracepoint has more
+ * than one probe (an ftrace event enabled anywhere registers one of its own on
+ * sched_switch), the kernel calls them through __traceiter_sched_switch, which then
+ * stands first: tracing's frame, not the task's.
+ */
+static int read_kernel_stack(struct pyoffcpu *o, int id, __u64 *ips)
+{
+	char name[FRAME_NAME_MAX];
+	int n = read_stack(o, id, ips);
+
+	if (n > 1) {
+		symbols_resolve(o->syms, SYMBOLS_KERNEL_PID, ips[0], name, sizeof(name));
+		if (!strncmp(name, "__traceiter_", 12)) {
+			memmove(ips, ips + 1, (size_t)(n - 1) * sizeof(*ips));
+			n--;
+		}
+	}
+	return n;
+}
+
+static json_t *stack_array(struct pyoffcpu *o, pid_t pid, int id, bool kernel)
 {
 	__u64 ips[PYOFFCPU_DEPTH_LIMIT];
 	char name[FRAME_NAME_MAX];
-	int n = read_stack(o, id, ips);
+	int n = kernel ? read_kernel_stack(o, id, ips) : read_stack(o, id, ips);
 	json_t *a = json_array();
 
 	for (int i = 0; i < n; i++) {
@@ -450,8 +471,8 @@ static void on_event(void *ctx, void *data, int size)
 		json_set_strn(r, "waker_comm", e->waker_comm, strnlen(e->waker_comm, sizeof(e->waker_comm)));
 	else
 		json_object_set_new(r, "waker_comm", json_null());
-	json_object_set_new(r, "kernel_stack", stack_array(o, (pid_t)e->task.pid, e->kstack));
-	json_object_set_new(r, "user_stack", stack_array(o, (pid_t)e->task.pid, e->ustack));
+	json_object_set_new(r, "kernel_stack", stack_array(o, (pid_t)e->task.pid, e->kstack, true));
+	json_object_set_new(r, "user_stack", stack_array(o, (pid_t)e->task.pid, e->ustack, false));
 	json_set_str(r, "py_stack", status == py_walked ? pyframes_folded(&o->text, NULL, o->locs, depth, e->py.status) : "");
 	json_set_int(r, "py_stack_depth", depth);
 	json_set_str(r, "py_status", status == py_walked ? pywalk_status_name(e->py.status) : status);
@@ -525,7 +546,7 @@ static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_
 				*c = ',';
 		fprintf(f, ";%s", name);
 	}
-	n = read_stack(o, k->kstack, ips);
+	n = read_kernel_stack(o, k->kstack, ips);
 	for (int i = n - 1; i >= 0; i--) {
 		frame_name(o, (pid_t)k->pid, ips[i], name, sizeof(name));
 		fprintf(f, ";%s", name);
