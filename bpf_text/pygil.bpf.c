@@ -290,34 +290,24 @@ TRACEPOINT_PROBE(syscalls, sys_exit_futex)
 	struct wait_state *w = waiting.lookup(&id);
 	struct pygil_target *t;
 	struct built *b;
-	bool ended;
 
 	/* a thread in a GIL sleep has an open wait without a tentative end */
 	if (!w || w->tentative_ns || !(t = gil_targets.lookup(&tgid)))
 		return 0;
+	holder = gil_word(t, PYGIL_OFF_LAST_HOLDER);
+	if ((s32)gil_word(t, PYGIL_OFF_LOCKED) == 0)
+		return wait_end(args, t, id, w, holder, PYGIL_SRC_FUTEX);
+	/* still locked (a timeout): the end, unless it sleeps again before taking it */
 	now = bpf_ktime_get_ns();
 	start = w->start_ns;
-	holder = gil_word(t, PYGIL_OFF_LAST_HOLDER);
-	ended = (s32)gil_word(t, PYGIL_OFF_LOCKED) == 0;
-	if (ended) {
-		waiting.delete(&id);
-		if (!count_wait(id, now - start))
-			return 0;
-	} else {
-		/* still locked (a timeout): the end, unless it sleeps again before taking it */
-		w->holder = holder;
-		w->tentative_ns = now;
-		w->switch_seen = gil_word(t, PYGIL_OFF_SWITCH_NUMBER);
+	w->holder = holder;
+	w->tentative_ns = now;
+	w->switch_seen = gil_word(t, PYGIL_OFF_SWITCH_NUMBER);
 #ifdef MIN_NS
-		if (now - start < MIN_NS)
-			return 0;
-#endif
-	}
-	if (!(b = build(t, id, start, now, holder, PYGIL_SRC_FUTEX)))
+	if (now - start < MIN_NS)
 		return 0;
-	if (ended)
-		send(args, b);
-	else
+#endif
+	if ((b = build(t, id, start, now, holder, PYGIL_SRC_FUTEX)))
 		pending.update(&id, b);
 	return 0;
 }
