@@ -45,7 +45,7 @@ DEB_BUILD := make gcc clang pkg-config libbpfcc-dev libbpf-dev libjansson-dev li
 	zlib1g-dev linux-headers-amd64 mandoc
 DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc-tools bpftool \
 	binutils patchelf python3-gunicorn wrk uwsgi-core uwsgi-plugin-python3 python3.11 procps \
-	util-linux debootstrap jq groff-base
+	util-linux debootstrap jq groff-base strace
 DEB_TEST += libcurl4-openssl-dev libsqlite3-dev clickhouse-server  # the database sinks and their tests
 DEB_BUILD += libprotobuf-c-dev protobuf-c-compiler  # -o FILE.pb.gz: pprof's protobuf (src/pictures)
 DEB_TEST += chromium golang-go tmux nodejs  # pictures' ground truths: the SVG rendered, pprof, speedscope, --top
