@@ -36,6 +36,9 @@ extern const char pygil_bpf_text[];
 enum { MAX_TARGETS = 1024 };
 /* Threads kept for the per-thread table, holder stacks shown in it. */
 enum { MAX_THREADS = 4096, TOP_STACKS = 10 };
+/* What the tables, folded stacks and columns show for a thread that ran no Python frame. */
+#define NO_FRAMES "[no Python frames]"
+
 /*
  * How often userspace looks at who holds the GIL (the holding share): on average
  * every SAMPLE_MS, each time after a random 1/2 to 3/2 of it. A fixed period aliases
@@ -609,6 +612,12 @@ static const char *stack_text(struct pygil *g, struct pytarget *pt, const struct
 	return pyframes_folded(buf, NULL, g->locs, n, status);
 }
 
+/* A stack as the tables, folded stacks and columns show it ("-": not walked). */
+static const char *shown_stack(const char *text)
+{
+	return !text ? "-" : *text ? text : NO_FRAMES;
+}
+
 static void set_stack(json_t *o, const char *key, const char *depth_key, const char *text, int depth)
 {
 	json_object_set_new(o, key, text ? json_string(text) : json_null());
@@ -644,13 +653,15 @@ static void on_event(void *ctx, void *data, int size)
 		holder = stack_text(g, pt, s->holder, (unsigned)pyframes_depth(s->holder_depth, size, head),
 				    s->holder_status, &g->holder_text, &hdepth);
 		if (holder) {
-			struct stackagg_entry *e = stackagg_get(&g->holders, holder, strlen(holder));
+			/* a holder between frames (a thread starting or ending) still made others wait */
+			const char *key = shown_stack(holder);
+			struct stackagg_entry *e = stackagg_get(&g->holders, key, strlen(key));
 			if (e) {
 				e->self += (long long)((ev->end_ns - ev->start_ns) / 1000);
 				e->total++;
 			}
 			if (g->out.path)
-				stackagg_add_weighted(&g->profile, holder, strlen(holder),
+				stackagg_add_weighted(&g->profile, key, strlen(key),
 						      (long long)(ev->end_ns - ev->start_ns));
 		}
 	}
@@ -690,7 +701,7 @@ static void on_event(void *ctx, void *data, int size)
 	text = sink_text(g->base.sink);
 	if (text && g->stacks) {
 		/* columns: the two stacks under the wait, root first */
-		fprintf(text, "    waiter: %s\n    holder: %s\n", waiter ? waiter : "-", holder ? holder : "-");
+		fprintf(text, "    waiter: %s\n    holder: %s\n", shown_stack(waiter), shown_stack(holder));
 		fflush(text);
 	}
 }

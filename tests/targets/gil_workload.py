@@ -8,7 +8,10 @@ SECONDS, then prints one JSON line per thread and "done". Modes:
   recv    one CPU-bound thread (spinner-a) and one (reader) in blocking socket recv()s
           of a byte a child process sends every 50 ms
   cpu4    four CPU-bound threads (the bench's contended workload)
-Each line: name, native_id, wall (s, from its start to its end), cpu (time.thread_time
+  churn   one CPU-bound thread (spinner-a) while the main thread starts and joins, one
+          after another, short-lived threads (short-1, short-2, ...) that spin 20 ms and
+          end: each ends, with no Python frame left, as spinner-a waits for the GIL
+Each line (a short-lived thread's: name, native_id and loops only): name, native_id, wall (s, from its start to its end), cpu (time.thread_time
 delta), run_delay (s runnable but not running, from /proc/thread-self/schedstat), loops
 (spin iterations, sleeps or recv returns).
 """
@@ -49,6 +52,18 @@ def reader(stop, sock):
     return n
 
 
+def spin_for(seconds):
+    end, n = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+
+
+def short_lived(name):
+    """Spins 20 ms and ends at once: no I/O (which would drop the GIL with frames) after it."""
+    results.append({"name": name, "native_id": threading.get_native_id(), "loops": spin_for(0.02)})
+
+
 def run_delay():
     """Seconds this thread was runnable but not running (the kernel's schedstat)."""
     with open("/proc/thread-self/schedstat") as f:
@@ -70,10 +85,7 @@ def main():
     if sys.stdin.readline().strip() != "go":
         return
     if MODE == "one":
-        # the main thread alone: nobody to wait for
-        end, n = time.monotonic() + SECONDS, 0
-        while time.monotonic() < end:
-            n += 1
+        spin_for(SECONDS)  # the main thread alone: nobody to wait for
         print("done", flush=True)
         return
     stop = threading.Event()
@@ -104,7 +116,15 @@ def main():
         threads.append(run("reader", reader, stop, a))
     for t in threads:
         t.start()
-    time.sleep(SECONDS)
+    if MODE == "churn":
+        end, n = time.monotonic() + SECONDS, 0
+        while time.monotonic() < end:
+            n += 1
+            short = threading.Thread(target=short_lived, args=("short-%d" % n,))
+            short.start()
+            short.join()
+    else:
+        time.sleep(SECONDS)
     stop.set()
     for t in threads:
         t.join()
