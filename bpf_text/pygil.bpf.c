@@ -50,8 +50,9 @@ BPF_PERCPU_ARRAY(scratch, struct built, 1);
 /* x86_64 struct pt_regs (uapi layout) as u64 words: rdi, the first argument */
 #define REG_DI 14
 
+/* A thread's entry is kept between its waits (start_ns 0): no insert and delete per wait. */
 struct wait_state {
-	u64 start_ns;
+	u64 start_ns;     /* when its wait began, 0: not waiting */
 	u64 holder;       /* last_holder seen while waiting */
 	u64 tentative_ns; /* futex: back from a sleep with the GIL still locked, else 0 */
 	u64 switch_seen;  /* ... and gil->switch_number then */
@@ -63,19 +64,32 @@ BPF_TABLE("lru_hash", u64, struct wait_state, waiting, 8192);
 /* every wait's time, by thread, for the per-thread table (userspace reads and clears it) */
 BPF_HASH(thread_waits, u64, struct pygil_thread_waits, 8192);
 
-static __always_inline u64 gil_word(const struct pygil_target *t, u32 off)
-{
-	u64 v = 0;
+/* The GIL's words the hooks need, read in one go (the offsets of pygil.h). */
+struct gil_words {
+	u64 last_holder;
+	s32 locked;
+	u32 pad;
+	u64 switch_number;
+};
+_Static_assert(__builtin_offsetof(struct gil_words, locked) == PYGIL_OFF_LOCKED - PYGIL_OFF_LAST_HOLDER &&
+		       __builtin_offsetof(struct gil_words, switch_number) ==
+			       PYGIL_OFF_SWITCH_NUMBER - PYGIL_OFF_LAST_HOLDER,
+	       "struct gil_words follows struct _gil_runtime_state");
 
-	bpf_probe_read_user(&v, sizeof(v), (const void *)(t->gil + off));
-	return v;
+static __always_inline void gil_read(const struct pygil_target *t, struct gil_words *g)
+{
+	if (bpf_probe_read_user(g, sizeof(*g), (const void *)(t->gil + PYGIL_OFF_LAST_HOLDER)) != 0)
+		__builtin_memset(g, 0, sizeof(*g)); /* locked 0: no wait begins, any open one ends */
 }
 
-static __always_inline void wait_begin(const struct pygil_target *t, u64 id, u64 holder)
+/* Thread id (its entry w, NULL: none yet) begins a wait on a GIL held by holder. */
+static __always_inline void wait_begin(u64 id, struct wait_state *w, u64 holder)
 {
-	struct wait_state w = { bpf_ktime_get_ns(), holder, 0, 0 };
+	struct wait_state fresh = { bpf_ktime_get_ns(), holder, 0, 0 };
 
-	if (waiting.update(&id, &w) != 0)
+	if (w)
+		*w = fresh;
+	else if (waiting.update(&id, &fresh) != 0)
 		counter_add(PYGIL_CNT_MAP_FULL, 1);
 }
 
@@ -102,7 +116,7 @@ static __always_inline bool count_wait(u64 id, u64 ns)
  * it has no room): the waiter's stack as it is now, the holder's from its thread state.
  */
 static __always_inline struct built *build(const struct pygil_target *t, u64 id, u64 start, u64 now,
-					   u64 holder, u32 source)
+					   u64 holder, u64 switch_number, u32 source)
 {
 	u32 zero = 0;
 	struct built *b = scratch.lookup(&zero);
@@ -122,7 +136,7 @@ static __always_inline struct built *build(const struct pygil_target *t, u64 id,
 	ev->start_ns = start;
 	ev->end_ns = now;
 	ev->holder = holder;
-	ev->switch_number = gil_word(t, PYGIL_OFF_SWITCH_NUMBER);
+	ev->switch_number = switch_number;
 	ev->holder_ns_tid = 0;
 	if (holder && t->ts_native_tid != PYWALK_NONE) {
 		u64 tid = 0;
@@ -169,14 +183,15 @@ static __always_inline void send(void *ctx, struct built *b)
 }
 
 /* The wait w of thread id ended now: counted, and reported when long enough. */
-static __always_inline int wait_end(void *ctx, const struct pygil_target *t, u64 id,
-				    const struct wait_state *w, u64 holder, u32 source)
+static __always_inline int wait_end(void *ctx, const struct pygil_target *t, u64 id, struct wait_state *w,
+				    u64 holder, u64 switch_number, u32 source)
 {
 	u64 now = bpf_ktime_get_ns(), start = w->start_ns;
 	struct built *b;
 
-	waiting.delete(&id);
-	if (count_wait(id, now - start) && (b = build(t, id, start, now, holder, source)))
+	w->start_ns = 0;
+	w->tentative_ns = 0;
+	if (count_wait(id, now - start) && (b = build(t, id, start, now, holder, switch_number, source)))
 		send(ctx, b);
 	return 0;
 }
@@ -187,11 +202,15 @@ int take_entry(struct pt_regs *ctx)
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
 	struct pygil_target *t = gil_targets.lookup(&tgid);
+	struct gil_words g;
 
-	/* a free GIL is taken at once: no wait (the condvar path sees none either) */
-	if (!t || (s32)gil_word(t, PYGIL_OFF_LOCKED) != 1)
+	if (!t)
 		return 0;
-	wait_begin(t, id, gil_word(t, PYGIL_OFF_LAST_HOLDER));
+	gil_read(t, &g);
+	/* a free GIL is taken at once: no wait (the condvar path sees none either) */
+	if (g.locked != 1)
+		return 0;
+	wait_begin(id, waiting.lookup(&id), g.last_holder);
 	return 0;
 }
 
@@ -200,11 +219,13 @@ int take_return(struct pt_regs *ctx)
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
 	struct wait_state *w = waiting.lookup(&id);
-	struct pygil_target *t = gil_targets.lookup(&tgid);
+	struct pygil_target *t;
+	struct gil_words g;
 
-	if (!w || !t)
+	if (!w || !w->start_ns || !(t = gil_targets.lookup(&tgid)))
 		return 0;
-	return wait_end(ctx, t, id, w, w->holder, PYGIL_SRC_TAKE_GIL);
+	gil_read(t, &g);
+	return wait_end(ctx, t, id, w, w->holder, g.switch_number, PYGIL_SRC_TAKE_GIL);
 }
 
 /* pthread_cond_timedwait(cond, mutex, abstime) on the GIL's cond: the first call begins the wait */
@@ -213,10 +234,13 @@ int cond_entry(struct pt_regs *ctx)
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
 	struct pygil_target *t = gil_targets.lookup(&tgid);
+	struct wait_state *w;
 
-	if (!t || ((const u64 *)ctx)[REG_DI] != t->gil + PYGIL_OFF_COND || waiting.lookup(&id))
+	if (!t || ((const u64 *)ctx)[REG_DI] != t->gil + PYGIL_OFF_COND)
 		return 0;
-	wait_begin(t, id, 0);
+	w = waiting.lookup(&id);
+	if (!w || !w->start_ns)
+		wait_begin(id, w, 0);
 	return 0;
 }
 
@@ -227,16 +251,16 @@ int cond_return(struct pt_regs *ctx)
 	u32 tgid = id >> 32;
 	struct wait_state *w = waiting.lookup(&id);
 	struct pygil_target *t;
-	u64 holder;
+	struct gil_words g;
 
-	if (!w || !(t = gil_targets.lookup(&tgid)))
+	if (!w || !w->start_ns || !(t = gil_targets.lookup(&tgid)))
 		return 0;
-	holder = gil_word(t, PYGIL_OFF_LAST_HOLDER);
-	if ((s32)gil_word(t, PYGIL_OFF_LOCKED) != 0) {
-		w->holder = holder; /* still held: waits again */
+	gil_read(t, &g);
+	if (g.locked != 0) {
+		w->holder = g.last_holder; /* still held: waits again */
 		return 0;
 	}
-	return wait_end(ctx, t, id, w, holder, PYGIL_SRC_CONDVAR);
+	return wait_end(ctx, t, id, w, g.last_holder, g.switch_number, PYGIL_SRC_CONDVAR);
 }
 
 #ifdef FUTEX_HOOK
@@ -255,6 +279,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 	int cmd = args->op & FUTEX_CMD_MASK;
 	struct pygil_target *t = gil_targets.lookup(&tgid);
 	struct wait_state *w;
+	struct gil_words g;
 	struct built *b;
 
 	if (!t)
@@ -263,51 +288,59 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 	if (addr < cond || addr >= cond + PYGIL_COND_SIZE || (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET))
 		return 0;
 	w = waiting.lookup(&id);
-	if (w && w->tentative_ns) {
+	if (w && w->start_ns && !w->tentative_ns)
+		return 0; /* sleeps again in the same wait */
+	gil_read(t, &g);
+	if (w && w->start_ns) {
 		u64 start = w->start_ns, end = w->tentative_ns;
+		/* a pending record exists only for a wait long enough to report (sys_exit_futex) */
+		bool pend = true;
+#ifdef MIN_NS
+		pend = end - start >= MIN_NS;
+#endif
 
-		if (gil_word(t, PYGIL_OFF_SWITCH_NUMBER) - w->switch_seen < 2) {
+		if (g.switch_number - w->switch_seen < 2) {
 			w->tentative_ns = 0; /* still the same wait */
-			pending.delete(&id);
+			if (pend)
+				pending.delete(&id);
 			return 0;
 		}
 		/* it took the GIL since that return (and lost it again): the wait ended there */
-		waiting.delete(&id);
 		if (count_wait(id, end - start) && (b = pending.lookup(&id)))
 			send(args, b);
-		pending.delete(&id);
-	} else if (w) {
-		return 0;
+		if (pend)
+			pending.delete(&id);
 	}
-	wait_begin(t, id, gil_word(t, PYGIL_OFF_LAST_HOLDER));
+	wait_begin(id, w, g.last_holder);
 	return 0;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_futex)
 {
-	u64 id = bpf_get_current_pid_tgid(), now, start, holder;
+	u64 id = bpf_get_current_pid_tgid(), now, start;
 	u32 tgid = id >> 32;
 	struct wait_state *w = waiting.lookup(&id);
 	struct pygil_target *t;
+	struct gil_words g;
 	struct built *b;
 
 	/* a thread in a GIL sleep has an open wait without a tentative end */
-	if (!w || w->tentative_ns || !(t = gil_targets.lookup(&tgid)))
+	if (!w || !w->start_ns || w->tentative_ns || !(t = gil_targets.lookup(&tgid)))
 		return 0;
-	holder = gil_word(t, PYGIL_OFF_LAST_HOLDER);
-	if ((s32)gil_word(t, PYGIL_OFF_LOCKED) == 0)
-		return wait_end(args, t, id, w, holder, PYGIL_SRC_FUTEX);
+	gil_read(t, &g);
+	if (g.locked == 0)
+		return wait_end(args, t, id, w, g.last_holder, g.switch_number, PYGIL_SRC_FUTEX);
 	/* still locked (a timeout): the end, unless it sleeps again before taking it */
 	now = bpf_ktime_get_ns();
 	start = w->start_ns;
-	w->holder = holder;
+	w->holder = g.last_holder;
 	w->tentative_ns = now;
-	w->switch_seen = gil_word(t, PYGIL_OFF_SWITCH_NUMBER);
+	w->switch_seen = g.switch_number;
 #ifdef MIN_NS
 	if (now - start < MIN_NS)
 		return 0;
 #endif
-	if ((b = build(t, id, start, now, holder, PYGIL_SRC_FUTEX)))
+	if ((b = build(t, id, start, now, g.last_holder, g.switch_number, PYGIL_SRC_FUTEX)))
 		pending.update(&id, b);
 	return 0;
 }
