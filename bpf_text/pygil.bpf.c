@@ -20,7 +20,7 @@
  *    argument is the GIL's cond: the first call begins the wait; the return that finds
  *    locked == 0 ends it (it comes back with gil->mutex held, under which locked
  *    changes).
- * gil_targets gives each target's GIL address (tgid key; no entry: not a target).
+ * target_of() gives each target's GIL address (pygil.h: target_slots, gil_targets).
  * Options: -DMIN_NS (report waits of at least this), -DSTACKS (walk the waiter's stack
  * and the holder's from its thread state, python.bpf.h) with -DPY_MIN_NS (only for waits
  * of at least this); offsets -DOFF_* from BTF.
@@ -50,8 +50,15 @@ BPF_PERCPU_ARRAY(scratch, struct built, 1);
 /* x86_64 struct pt_regs (uapi layout) as u64 words: rdi, the first argument */
 #define REG_DI 14
 
-/* A thread's entry is kept between its waits (start_ns 0): no insert and delete per wait. */
+/*
+ * A thread's wait state, kept between its waits (start_ns 0): no insert and delete per
+ * wait. It is in wait_slots[tid % WAIT_SLOTS], or in waiting when another thread's
+ * open wait held that slot as it began one: every futex return of a target thread
+ * looks for it, and an array slot is the cheaper lookup (as target_slots, pygil.h).
+ */
+#define WAIT_SLOTS 8192
 struct wait_state {
+	u64 id;           /* whose (pid_tgid) */
 	u64 start_ns;     /* when its wait began, 0: not waiting */
 	u64 holder;       /* last_holder seen while waiting */
 	u64 tentative_ns; /* futex: back from a sleep with the GIL still locked, else 0 */
@@ -59,10 +66,25 @@ struct wait_state {
 };
 
 BPF_HASH(gil_targets, u32, struct pygil_target, 1024);
-/* waits in progress, by thread (pid_tgid); LRU: a thread may end in the middle of one */
+BPF_ARRAY(target_slots, struct pygil_target, PYGIL_TARGET_SLOTS);
+BPF_ARRAY(wait_slots, struct wait_state, WAIT_SLOTS);
+/* the others, by thread (pid_tgid); LRU: a thread may end in the middle of a wait */
 BPF_TABLE("lru_hash", u64, struct wait_state, waiting, 8192);
 /* every wait's time, by thread, for the per-thread table (userspace reads and clears it) */
 BPF_HASH(thread_waits, u64, struct pygil_thread_waits, 8192);
+
+/* The target process tgid, NULL: not one. */
+static __always_inline struct pygil_target *target_of(u32 tgid)
+{
+	u32 slot = tgid % PYGIL_TARGET_SLOTS;
+	struct pygil_target *t = target_slots.lookup(&slot);
+
+	if (!t || !tgid)
+		return NULL;
+	if (t->tgid == tgid)
+		return t;
+	return t->tgid == PYGIL_SLOT_SHARED ? gil_targets.lookup(&tgid) : NULL;
+}
 
 /* The GIL's words the hooks need, read in one go (the offsets of pygil.h). */
 struct gil_words {
@@ -82,11 +104,30 @@ static __always_inline void gil_read(const struct pygil_target *t, struct gil_wo
 		__builtin_memset(g, 0, sizeof(*g)); /* locked 0: no wait begins, any open one ends */
 }
 
-/* Thread id (its entry w, NULL: none yet) begins a wait on a GIL held by holder. */
+/* Thread id's wait state, NULL: it has none. */
+static __always_inline struct wait_state *wait_of(u64 id)
+{
+	u32 slot = (u32)id % WAIT_SLOTS;
+	struct wait_state *w = wait_slots.lookup(&slot);
+
+	if (w && w->id == id)
+		return w;
+	return waiting.lookup(&id);
+}
+
+/*
+ * Thread id (its state w, NULL: none yet) begins a wait on a GIL held by holder. A
+ * thread without a state takes its slot unless another thread waits in it. (Two threads
+ * of one slot beginning waits at the same instant could both take it: one's wait would
+ * be lost. Their tids would differ by a multiple of WAIT_SLOTS.)
+ */
 static __always_inline void wait_begin(u64 id, struct wait_state *w, u64 holder)
 {
-	struct wait_state fresh = { bpf_ktime_get_ns(), holder, 0, 0 };
+	struct wait_state fresh = { id, bpf_ktime_get_ns(), holder, 0, 0 };
+	u32 slot = (u32)id % WAIT_SLOTS;
 
+	if (!w && (w = wait_slots.lookup(&slot)) && w->start_ns)
+		w = NULL; /* another thread's open wait */
 	if (w)
 		*w = fresh;
 	else if (waiting.update(&id, &fresh) != 0)
@@ -201,7 +242,7 @@ int take_entry(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	struct pygil_target *t = gil_targets.lookup(&tgid);
+	struct pygil_target *t = target_of(tgid);
 	struct gil_words g;
 
 	if (!t)
@@ -210,7 +251,7 @@ int take_entry(struct pt_regs *ctx)
 	/* a free GIL is taken at once: no wait (the condvar path sees none either) */
 	if (g.locked != 1)
 		return 0;
-	wait_begin(id, waiting.lookup(&id), g.last_holder);
+	wait_begin(id, wait_of(id), g.last_holder);
 	return 0;
 }
 
@@ -218,11 +259,11 @@ int take_return(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	struct wait_state *w = waiting.lookup(&id);
+	struct wait_state *w = wait_of(id);
 	struct pygil_target *t;
 	struct gil_words g;
 
-	if (!w || !w->start_ns || !(t = gil_targets.lookup(&tgid)))
+	if (!w || !w->start_ns || !(t = target_of(tgid)))
 		return 0;
 	gil_read(t, &g);
 	return wait_end(ctx, t, id, w, w->holder, g.switch_number, PYGIL_SRC_TAKE_GIL);
@@ -233,12 +274,12 @@ int cond_entry(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	struct pygil_target *t = gil_targets.lookup(&tgid);
+	struct pygil_target *t = target_of(tgid);
 	struct wait_state *w;
 
 	if (!t || ((const u64 *)ctx)[REG_DI] != t->gil + PYGIL_OFF_COND)
 		return 0;
-	w = waiting.lookup(&id);
+	w = wait_of(id);
 	if (!w || !w->start_ns)
 		wait_begin(id, w, 0);
 	return 0;
@@ -249,11 +290,11 @@ int cond_return(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	struct wait_state *w = waiting.lookup(&id);
+	struct wait_state *w = wait_of(id);
 	struct pygil_target *t;
 	struct gil_words g;
 
-	if (!w || !w->start_ns || !(t = gil_targets.lookup(&tgid)))
+	if (!w || !w->start_ns || !(t = target_of(tgid)))
 		return 0;
 	gil_read(t, &g);
 	if (g.locked != 0) {
@@ -277,7 +318,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 	u64 id = bpf_get_current_pid_tgid(), addr = (u64)args->uaddr, cond;
 	u32 tgid = id >> 32;
 	int cmd = args->op & FUTEX_CMD_MASK;
-	struct pygil_target *t = gil_targets.lookup(&tgid);
+	struct pygil_target *t = target_of(tgid);
 	struct wait_state *w;
 	struct gil_words g;
 	struct built *b;
@@ -287,7 +328,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 	cond = t->gil + PYGIL_OFF_COND;
 	if (addr < cond || addr >= cond + PYGIL_COND_SIZE || (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET))
 		return 0;
-	w = waiting.lookup(&id);
+	w = wait_of(id);
 	if (w && w->start_ns && !w->tentative_ns)
 		return 0; /* sleeps again in the same wait */
 	gil_read(t, &g);
@@ -319,13 +360,13 @@ TRACEPOINT_PROBE(syscalls, sys_exit_futex)
 {
 	u64 id = bpf_get_current_pid_tgid(), now, start;
 	u32 tgid = id >> 32;
-	struct wait_state *w = waiting.lookup(&id);
+	struct wait_state *w = wait_of(id);
 	struct pygil_target *t;
 	struct gil_words g;
 	struct built *b;
 
 	/* a thread in a GIL sleep has an open wait without a tentative end */
-	if (!w || !w->start_ns || w->tentative_ns || !(t = gil_targets.lookup(&tgid)))
+	if (!w || !w->start_ns || w->tentative_ns || !(t = target_of(tgid)))
 		return 0;
 	gil_read(t, &g);
 	if (g.locked == 0)

@@ -18,12 +18,20 @@
 /* Frames kept per stack (waiter and holder): the walker's -DPY_MAX_DEPTH. */
 #define PYGIL_DEPTH 128
 
-/* One target process (map gil_targets, keyed by host tgid). */
+/*
+ * One target process: in map gil_targets, keyed by host tgid, and again in
+ * target_slots[tgid % PYGIL_TARGET_SLOTS] unless another target has that slot (then
+ * its tgid there is PYGIL_SLOT_SHARED: look in gil_targets). Every futex call on the
+ * host asks whether it is a target's, and an array slot answers without hashing: on a
+ * GIL ping-pong the map lookups were most of pygil's cost (pygil(8), OVERHEAD).
+ */
 struct pygil_target {
 	__u64 gil;             /* address of its main interpreter's _gil_runtime_state */
 	__u32 ts_native_tid;   /* tstate->native_thread_id (3.11+), else PYWALK_NONE */
-	__u32 pad;
+	__u32 tgid;            /* whose it is (in target_slots; 0: a free slot) */
 };
+#define PYGIL_TARGET_SLOTS 4096
+#define PYGIL_SLOT_SHARED 0xffffffffu
 
 /* Which hook measured a wait. */
 enum pygil_source {

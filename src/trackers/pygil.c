@@ -418,20 +418,37 @@ static uint64_t gil_address(const struct pyproc *py)
 	return gil;
 }
 
-static void configure_targets(struct pygil *g)
+/* A target into gil_targets and into its slot, or the slot marked shared (pygil.h). */
+static int add_target(struct pygil *g, struct pygil_target *cfg)
 {
 	int fd = bpfprog_table_fd(g->base.prog, "gil_targets");
+	int slots = bpfprog_table_fd(g->base.prog, "target_slots");
+	__u32 key = cfg->tgid, slot = key % PYGIL_TARGET_SLOTS;
+	struct pygil_target in_slot = { 0 };
 
+	if (fd < 0 || slots < 0 || bpf_update_elem(fd, &key, cfg, BPF_ANY) ||
+	    bpf_lookup_elem(slots, &slot, &in_slot))
+		return -1;
+	if (in_slot.tgid && in_slot.tgid != key) {
+		in_slot.tgid = PYGIL_SLOT_SHARED;
+		log_debug("pid %u: shares its slot with another target", key);
+		return bpf_update_elem(slots, &slot, &in_slot, BPF_ANY);
+	}
+	return bpf_update_elem(slots, &slot, cfg, BPF_ANY);
+}
+
+static void configure_targets(struct pygil *g)
+{
 	for (; g->configured < g->targets.n; g->configured++) {
 		struct pytarget *pt = &g->targets.v[g->configured];
 		struct pygil_target cfg = { 0 };
-		__u32 key = (__u32)pt->pid;
 
 		if (!pt->py)
 			continue;
 		cfg.gil = gil_address(pt->py);
 		cfg.ts_native_tid = pyproc_offsets(pt->py)->ts_native_thread_id;
-		if (!cfg.gil || fd < 0 || bpf_update_elem(fd, &key, &cfg, BPF_ANY))
+		cfg.tgid = (__u32)pt->pid;
+		if (!cfg.gil || add_target(g, &cfg))
 			log_error("pid %d: cannot find or configure its GIL: its waits are not traced", pt->pid);
 		else
 			log_debug("pid %d: GIL at 0x%llx", pt->pid, (unsigned long long)cfg.gil);

@@ -369,6 +369,35 @@ def test_target_in_its_own_pid_namespace(run_tool, pythons, workloads):
     assert len(held) >= 0.8 * len(spinners)
 
 
+def test_targets_and_threads_that_share_a_slot(run_tool, pythons, workloads):
+    """pygil finds a target and a waiting thread in an array slot by pid % 4096 and tid %
+    8192 (bpf_text/pygil.h, pygil.bpf.c); two targets 4096 pids apart, each with spinners
+    8192 tids apart, share theirs and are measured as well as any."""
+    cmd = python_cmd(pythons, "debian-3.11")
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    for attempt in range(3):  # another process may take a pid first
+        first = workloads(["env", "GIL_WORKLOAD_TID_STEP=8192"] + cmd, "cpu2")
+        second_pid = first.pid + 4096 if first.pid + 4096 < pid_max else first.pid - 4096
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(second_pid - 1))
+        second = workloads(["env", "GIL_WORKLOAD_TID_STEP=8192"] + cmd, "cpu2")
+        if second.pid == second_pid:
+            break
+        first.kill(), second.kill()
+    else:
+        pytest.fail("could not start two targets 4096 pids apart")
+    tool, results = trace(run_tool, [first, second], "--min-wait-ms", "0")
+    events = tool.events("gil_wait")
+    for w, threads in zip((first, second), results):
+        a, b = threads["spinner-a"], threads["spinner-b"]
+        assert abs(a["native_id"] - b["native_id"]) == 8192, (a, b)
+        for t in (a, b):
+            evs = waits_of(events, w.pid, t["native_id"])
+            assert_wait_matches("pid %d" % w.pid, t, sum(e["duration_ms"] for e in evs))
+    assert tool.summary()["lost"] == 0 and tool.summary()["map_full"] == 0
+
+
 def test_free_threaded_build_is_refused(pythons):
     """A 3.13 binary whose _Py_DebugOffsets say free-threaded: "no GIL", exit 1."""
     if "sid-3.13-ldso" not in pythons:

@@ -11,6 +11,8 @@ SECONDS, then prints one JSON line per thread and "done". Modes:
   churn   one CPU-bound thread (spinner-a) while the main thread starts and joins, one
           after another, short-lived threads (short-1, short-2, ...) that spin 20 ms and
           end: each ends, with no Python frame left, as spinner-a waits for the GIL
+With GIL_WORKLOAD_TID_STEP=N (as root) each thread after the first is given a tid N
+away from the one before it, if that one is free (/proc/sys/kernel/ns_last_pid).
 Each line (a short-lived thread's: name, native_id and loops only): name, native_id, wall (s, from its start to its end), cpu (time.thread_time
 delta), run_delay (s runnable but not running, from /proc/thread-self/schedstat), loops
 (spin iterations, sleeps or recv returns).
@@ -80,6 +82,18 @@ def run(name, fn, *args):
     return threading.Thread(target=body, name=name)
 
 
+def place_next_thread(prev_tid):
+    """The next thread's tid GIL_WORKLOAD_TID_STEP after (or, past pid_max, before) prev_tid."""
+    step = int(os.environ.get("GIL_WORKLOAD_TID_STEP", "0"))
+    if not step:
+        return
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    tid = prev_tid + step if prev_tid + step < pid_max else prev_tid - step
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(tid - 1))
+
+
 def main():
     print("ready %d" % os.getpid(), flush=True)
     if sys.stdin.readline().strip() != "go":
@@ -115,6 +129,8 @@ def main():
         b.close()
         threads.append(run("reader", reader, stop, a))
     for t in threads:
+        if t is not threads[0]:
+            place_next_thread(threads[threads.index(t) - 1].native_id)
         t.start()
     if MODE == "churn":
         end, n = time.monotonic() + SECONDS, 0
