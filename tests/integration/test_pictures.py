@@ -271,9 +271,10 @@ def test_top_live_view_under_tmux(tmp_path):
     # handles it and exits 0 (bash waits to see how its child ended)
     script = tmp_path / "run.sh"
     cmd = "%s -p %%d -F 999 --top 2>/dev/null" % os.path.join(BUILD, "pystack")
-    script.write_text("stty -a > %s/before\n%s\necho exit1=$?\nstty -a > %s/after1\n%s\necho exit2=$?\n"
-                      "stty -a > %s/after2\nsleep 3600\n" % (tmp_path, cmd % first.pid, tmp_path,
-                                                           cmd % second.pid, tmp_path))
+    # the second run waits for a line: started at once, its screen would hide "exit1="
+    script.write_text("stty -a > %s/before\n%s\necho exit1=$?\nstty -a > %s/after1\nread -r _\n%s\n"
+                      "echo exit2=$?\nstty -a > %s/after2\nsleep 3600\n" % (tmp_path, cmd % first.pid, tmp_path,
+                                                                            cmd % second.pid, tmp_path))
 
     def pane():
         return run(tmux + ["capture-pane", "-p", "-t", session]).stdout
@@ -302,6 +303,10 @@ def test_top_live_view_under_tmux(tmp_path):
         out, _ = first.communicate(timeout=60)
         second.stdin.write(b"go\n")
         second.stdin.flush()
+        wait_for("exit1=")  # stty has run too once the line it waits for is taken
+        while not (tmp_path / "after1").exists() or not (tmp_path / "after1").read_text():
+            time.sleep(0.1)
+        run(tmux + ["send-keys", "-t", session, "Enter"])
         wait_for("pystack --top:")
         run(tmux + ["send-keys", "-t", session, "C-c"])
         after_c = wait_for("exit2=")
