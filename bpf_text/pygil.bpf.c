@@ -331,7 +331,6 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 	w = wait_of(id);
 	if (w && w->start_ns && !w->tentative_ns)
 		return 0; /* sleeps again in the same wait */
-	gil_read(t, &g);
 	if (w && w->start_ns) {
 		u64 start = w->start_ns, end = w->tentative_ns;
 		/* a pending record exists only for a wait long enough to report (sys_exit_futex) */
@@ -340,6 +339,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 		pend = end - start >= MIN_NS;
 #endif
 
+		gil_read(t, &g);
 		if (g.switch_number - w->switch_seen < 2) {
 			w->tentative_ns = 0; /* still the same wait */
 			if (pend)
@@ -352,7 +352,8 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 		if (pend)
 			pending.delete(&id);
 	}
-	wait_begin(id, w, g.last_holder);
+	/* the GIL is not read here: its holder is read at each return (sys_exit_futex) */
+	wait_begin(id, w, 0);
 	return 0;
 }
 
