@@ -60,7 +60,7 @@ BPF_PERCPU_ARRAY(scratch, struct built, 1);
 struct wait_state {
 	u64 id;           /* whose (pid_tgid) */
 	u64 start_ns;     /* when its wait began, 0: not waiting */
-	u64 holder;       /* last_holder seen while waiting */
+	u64 holder;       /* take_gil: last_holder when its wait began (the others read it at the end) */
 	u64 tentative_ns; /* futex: back from a sleep with the GIL still locked, else 0 */
 	u64 switch_seen;  /* ... and gil->switch_number then */
 };
@@ -297,10 +297,8 @@ int cond_return(struct pt_regs *ctx)
 	if (!w || !w->start_ns || !(t = target_of(tgid)))
 		return 0;
 	gil_read(t, &g);
-	if (g.locked != 0) {
-		w->holder = g.last_holder; /* still held: waits again */
-		return 0;
-	}
+	if (g.locked != 0)
+		return 0; /* still held: waits again */
 	return wait_end(ctx, t, id, w, g.last_holder, g.switch_number, PYGIL_SRC_CONDVAR);
 }
 
@@ -375,7 +373,6 @@ TRACEPOINT_PROBE(syscalls, sys_exit_futex)
 	/* still locked (a timeout): the end, unless it sleeps again before taking it */
 	now = bpf_ktime_get_ns();
 	start = w->start_ns;
-	w->holder = g.last_holder;
 	w->tentative_ns = now;
 	w->switch_seen = g.switch_number;
 #ifdef MIN_NS
