@@ -304,7 +304,9 @@ def test_top_live_view_under_tmux(tmp_path):
         second.stdin.write(b"go\n")
         second.stdin.flush()
         wait_for("exit1=")  # stty has run too once the line it waits for is taken
+        deadline = time.time() + 60
         while not (tmp_path / "after1").exists() or not (tmp_path / "after1").read_text():
+            assert time.time() < deadline, "stty did not write after1 within 60 s"
             time.sleep(0.1)
         run(tmux + ["send-keys", "-t", session, "Enter"])
         wait_for("pystack --top:")
