@@ -1,11 +1,12 @@
 #!/bin/sh
-# pygil: throughput of a 4-thread contended CPU workload and of a threaded socket
-# ping-pong server without pygil, with it (stacks on) and with --no-stacks, rounds
-# interleaved in one run, for each hook: the futex tracepoints (the default) and the
-# take_gil uprobes on pyenv 3.12 (if installed), the futex tracepoints and libc's
-# timed-wait uprobes on Debian's stripped python3.11; BPF time per wait and BPF share
-# of the workload's CPU, also of a floor program on the futex tracepoints (BCC's Python
-# bindings: it needs the kernel headers bench/bcc_headers merges).
+# pygil: throughput of a 4-thread contended CPU workload, of a threaded socket
+# ping-pong and of a threaded HTTP server under wrk without pygil, with it (stacks
+# on) and with --no-stacks, rounds interleaved in one run, for each hook: the futex
+# tracepoints (the default) and the take_gil uprobes on pyenv 3.12 (if installed),
+# the futex tracepoints and libc's timed-wait uprobes on Debian's stripped
+# python3.11; BPF time per wait and BPF share of the workload's CPU, also of a floor
+# program on the futex tracepoints (BCC's Python bindings: it needs the kernel
+# headers bench/bcc_headers merges).
 set -eu
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -2,10 +2,13 @@
 
 Usage: pygil_bench.py PYGIL ROUNDS SECONDS HOOK=PYTHON...
 (HOOK: futex, take_gil or condvar, given to pygil as --hook.)
-Per interpreter, two workload processes run for the whole benchmark and report their
-progress every 0.2 s: "cpu4", four threads spinning in Python (forced switches every
-5 ms), and "io", four thread pairs bouncing a byte over socketpairs (every recv and
-send releases and retakes the GIL). Each round measures a window without pygil, one
+Per interpreter, three workload processes run in turn, each for the whole of its
+benchmark, and report their progress every 0.2 s: "cpu4", four threads spinning in
+Python (forced switches every 5 ms); "io", four thread pairs bouncing a byte over
+socketpairs (every recv and send releases and retakes the GIL: the worst case, a GIL
+handoff per system call and nothing else); and "http", the standard library's
+ThreadingHTTPServer (a thread per connection) answering wrk's 8 keep-alive
+connections, its work the requests it served. Each round measures a window without pygil, one
 with pygil -p (stacks, the default threshold) and one with --no-stacks, in rotating
 order. Rates are per CPU second of the workload (the uprobes' traps are charged to
 it; the others' load on a shared machine changes how much CPU it gets). BPF time per
@@ -14,7 +17,7 @@ a second window after each one with pygil, and restored) of pygil's programs, ov
 waits it saw in it; BPF share is their run time in that window over the workload's CPU
 time in it. The programs run in the context of the threads whose calls they see, so
 that share is pygil's programs' cost to the workload, and it is steady where the
-throughput ratio is not (the io workload moves between modes of its own). It counts
+throughput ratio is not (the io and http workloads move between modes of their own). It counts
 every futex call on the host, not only the workload's, and the statistics' own clock
 reads (which is why the throughput windows run without them). For the futex hook a
 fourth window has, instead of pygil, two programs on the same tracepoints that only
@@ -24,6 +27,7 @@ them costs, whatever it does.
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -45,25 +49,53 @@ def client(i, s):
     while True:
         s.send(b"x"); s.recv(1)
         counts[i] += 1
+port = 0
 if mode == "cpu4":
     for i in range(4):
         threading.Thread(target=spin, args=(i,), daemon=True).start()
-else:
+elif mode == "io":
     for i in range(4):
         a, b = socket.socketpair()
         threading.Thread(target=serve, args=(i, a), daemon=True).start()
         threading.Thread(target=client, args=(i, b), daemon=True).start()
-print("ready", flush=True)
+else:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    served = {}  # requests by thread: no two threads write one key
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: a thread per connection
+        disable_nagle_algorithm = True  # headers and body go out in two writes
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "3")
+            self.end_headers()
+            self.wfile.write(b"ok\n")
+            me = threading.get_ident()
+            served[me] = served.get(me, 0) + 1
+        def log_message(self, *args):
+            pass
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request, client_address):
+            pass  # the resets of wrk's connections when it is killed
+    server = Server(("127.0.0.1", 0), Handler)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+print("ready", port, flush=True)
 while True:
     time.sleep(0.2)
-    print(time.monotonic(), sum(counts), time.process_time(), flush=True)
+    done = sum(counts) if mode != "http" else sum(list(served.values()))
+    print(time.monotonic(), done, time.process_time(), flush=True)
 '''
 
 
 class Workload:
     def __init__(self, cmd, mode):
         self.proc = subprocess.Popen(cmd + ["-c", WORKLOAD, mode], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout.readline().strip() == "ready"
+        ready, port = self.proc.stdout.readline().split()
+        assert ready == "ready"
+        self.load = None
+        if mode == "http":  # wrk's keep-alive connections, for as long as the workload runs
+            self.load = subprocess.Popen(["wrk", "-t", "2", "-c", "8", "-d", "1000000s",
+                                          "http://127.0.0.1:%s/" % port], stdout=subprocess.DEVNULL)
         self.samples = []
         self.lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
@@ -92,8 +124,10 @@ class Workload:
         return (s[0][0], s[1][0], s[1][2] - s[0][2]) if s else None
 
     def stop(self):
-        self.proc.kill()
-        self.proc.wait()
+        for p in (self.load, self.proc):
+            if p:
+                p.kill()
+                p.wait()
 
 
 def prog_stats(pid):
@@ -129,8 +163,9 @@ def set_bpf_stats(on):
 # programs on them that only look the caller's tgid up in an array, as pygil's first
 # step does (the workload's tgid in it), loaded with BCC's Python bindings.
 FLOOR = r"""
-import sys, time
+import signal, sys, time
 from bcc import BPF
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with it ignored
 b = BPF(text='''
 BPF_ARRAY(targets, u32, 4096);
 static __always_inline int target(void) {
@@ -214,7 +249,10 @@ def main():
             if not os.path.exists(cmd.split()[0]):
                 print("   %s: %s not installed, skipped" % (name, cmd))
                 continue
-            for mode in ("cpu4", "io"):
+            for mode in ("cpu4", "io", "http"):
+                if mode == "http" and not shutil.which("wrk"):
+                    print("   %s http: skipped, needs wrk (make deps)" % name)
+                    continue
                 bench_one(pygil, rounds, secs, name, cmd.split(), mode)
     finally:
         with open(stats_path, "w") as f:
