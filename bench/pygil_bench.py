@@ -8,21 +8,21 @@ Python (forced switches every 5 ms); "io", four thread pairs bouncing a byte ove
 socketpairs (every recv and send releases and retakes the GIL: the worst case, a GIL
 handoff per system call and nothing else); and "http", the standard library's
 ThreadingHTTPServer (a thread per connection) answering wrk's 8 keep-alive
-connections, its work the requests it served. Each round measures a window without pygil, one
-with pygil -p (stacks, the default threshold) and one with --no-stacks, in rotating
-order. Rates are per CPU second of the workload (the uprobes' traps are charged to
-it; the others' load on a shared machine changes how much CPU it gets). BPF time per
-wait comes from the kernel's run-time statistics (kernel.bpf_stats_enabled, set for
-a second window after each one with pygil, and restored) of pygil's programs, over the
-waits it saw in it; BPF share is their run time in that window over the workload's CPU
-time in it. The programs run in the context of the threads whose calls they see, so
-that share is pygil's programs' cost to the workload, and it is steady where the
-throughput ratio is not (the io and http workloads move between modes of their own). It counts
-every futex call on the host, not only the workload's, and the statistics' own clock
-reads (which is why the throughput windows run without them). For the futex hook a
-fourth window has, instead of pygil, two programs on the same tracepoints that only
-find out whether the caller is the target (FLOOR): the share that any program on
-them costs, whatever it does.
+connections, its work the requests it served. Each round measures a window without
+pygil, one with pygil -p (stacks, the default threshold) and one with --no-stacks, in
+rotating order. Rates are per CPU second of the workload (the uprobes' traps are
+charged to it; the others' load on a shared machine changes how much CPU it gets).
+BPF time per wait comes from the kernel's run-time statistics
+(kernel.bpf_stats_enabled, set for a second window after each one with pygil, and
+restored) of pygil's programs, over the waits it saw in it; BPF share is their run
+time in that window over the workload's CPU time in it. The programs run in the
+context of the threads whose calls they see, so that share is pygil's programs' cost
+to the workload, and it is steady where the throughput ratio is not (the io and http
+workloads move between modes of their own). It counts every futex call on the host,
+not only the workload's, and the statistics' own clock reads (which is why the
+throughput windows run without them). For the futex hook a fourth window has, instead
+of pygil, two programs on the same tracepoints that only find out whether the caller
+is the target (FLOOR): the share that any program on them costs, whatever it does.
 """
 import json
 import os
@@ -63,7 +63,9 @@ else:
     served = {}  # requests by thread: no two threads write one key
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: a thread per connection
-        disable_nagle_algorithm = True  # headers and body go out in two writes
+        # headers and body go out in two writes: with Nagle's algorithm the second
+        # would wait for the client's delayed ACK (40 ms a request)
+        disable_nagle_algorithm = True
         def do_GET(self):
             self.send_response(200)
             self.send_header("Content-Length", "3")
@@ -82,6 +84,7 @@ else:
 print("ready", port, flush=True)
 while True:
     time.sleep(0.2)
+    # list(): one copy of the values while threads may add keys
     done = sum(counts) if mode != "http" else sum(list(served.values()))
     print(time.monotonic(), done, time.process_time(), flush=True)
 '''
