@@ -259,11 +259,11 @@ int take_return(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	struct wait_state *w = wait_of(id);
-	struct pygil_target *t;
+	struct pygil_target *t = target_of(tgid);
+	struct wait_state *w;
 	struct gil_words g;
 
-	if (!w || !w->start_ns || !(t = target_of(tgid)))
+	if (!t || !(w = wait_of(id)) || !w->start_ns)
 		return 0;
 	gil_read(t, &g);
 	return wait_end(ctx, t, id, w, w->holder, g.switch_number, PYGIL_SRC_TAKE_GIL);
@@ -290,11 +290,11 @@ int cond_return(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	struct wait_state *w = wait_of(id);
-	struct pygil_target *t;
+	struct pygil_target *t = target_of(tgid);
+	struct wait_state *w;
 	struct gil_words g;
 
-	if (!w || !w->start_ns || !(t = target_of(tgid)))
+	if (!t || !(w = wait_of(id)) || !w->start_ns)
 		return 0;
 	gil_read(t, &g);
 	if (g.locked != 0)
@@ -359,13 +359,17 @@ TRACEPOINT_PROBE(syscalls, sys_exit_futex)
 {
 	u64 id = bpf_get_current_pid_tgid(), now, start;
 	u32 tgid = id >> 32;
-	struct wait_state *w = wait_of(id);
-	struct pygil_target *t;
+	struct pygil_target *t = target_of(tgid);
+	struct wait_state *w;
 	struct gil_words g;
 	struct built *b;
 
-	/* a thread in a GIL sleep has an open wait without a tentative end */
-	if (!w || !w->start_ns || w->tentative_ns || !(t = target_of(tgid)))
+	/*
+	 * a thread in a GIL sleep has an open wait without a tentative end; the target is
+	 * asked first: for the other processes of the host that is one array lookup, where
+	 * their wait state would be a hash lookup that finds nothing
+	 */
+	if (!t || !(w = wait_of(id)) || !w->start_ns || w->tentative_ns)
 		return 0;
 	gil_read(t, &g);
 	if (g.locked == 0)
