@@ -58,6 +58,10 @@ def main():
 
     ct = threading.Thread(target=client)
     ct.start()
+    # all four are connected (the backlog holds them) before the fd numbers below are
+    # juggled: a socket the client made meanwhile could take the number being replaced,
+    # and its failed connect would close the pipe behind it
+    ct.join()
     used = {}
 
     conn, _ = ls.accept()
@@ -91,7 +95,6 @@ def main():
     conn4.recv(10)
     used["same"] = conn4.fileno()
 
-    ct.join()
     print(json.dumps(used))
     sys.stdout.flush()
     sys.stdin.readline()
