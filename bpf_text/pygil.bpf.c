@@ -116,6 +116,21 @@ static __always_inline struct wait_state *wait_of(u64 id)
 }
 
 /*
+ * Thread id's open wait (its process's target in *t), NULL: none. The target is asked
+ * first: for the other processes of the host that is one array lookup, where their wait
+ * state would be a hash lookup that finds nothing (every return hook runs for them).
+ */
+static __always_inline struct wait_state *open_wait(u64 id, struct pygil_target **t)
+{
+	struct wait_state *w;
+
+	*t = target_of(id >> 32);
+	if (!*t || !(w = wait_of(id)) || !w->start_ns)
+		return NULL;
+	return w;
+}
+
+/*
  * Thread id (its state w, NULL: none yet) begins a wait on a GIL held by holder. A
  * thread without a state takes its slot unless another thread waits in it. (Two threads
  * of one slot beginning waits at the same instant could both take it: one's wait would
@@ -258,12 +273,11 @@ int take_entry(struct pt_regs *ctx)
 int take_return(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	u32 tgid = id >> 32;
-	struct pygil_target *t = target_of(tgid);
-	struct wait_state *w;
+	struct pygil_target *t;
+	struct wait_state *w = open_wait(id, &t);
 	struct gil_words g;
 
-	if (!t || !(w = wait_of(id)) || !w->start_ns)
+	if (!w)
 		return 0;
 	gil_read(t, &g);
 	return wait_end(ctx, t, id, w, w->holder, g.switch_number, PYGIL_SRC_TAKE_GIL);
@@ -289,12 +303,11 @@ int cond_entry(struct pt_regs *ctx)
 int cond_return(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	u32 tgid = id >> 32;
-	struct pygil_target *t = target_of(tgid);
-	struct wait_state *w;
+	struct pygil_target *t;
+	struct wait_state *w = open_wait(id, &t);
 	struct gil_words g;
 
-	if (!t || !(w = wait_of(id)) || !w->start_ns)
+	if (!w)
 		return 0;
 	gil_read(t, &g);
 	if (g.locked != 0)
@@ -358,18 +371,13 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 TRACEPOINT_PROBE(syscalls, sys_exit_futex)
 {
 	u64 id = bpf_get_current_pid_tgid(), now, start;
-	u32 tgid = id >> 32;
-	struct pygil_target *t = target_of(tgid);
-	struct wait_state *w;
+	struct pygil_target *t;
+	struct wait_state *w = open_wait(id, &t);
 	struct gil_words g;
 	struct built *b;
 
-	/*
-	 * a thread in a GIL sleep has an open wait without a tentative end; the target is
-	 * asked first: for the other processes of the host that is one array lookup, where
-	 * their wait state would be a hash lookup that finds nothing
-	 */
-	if (!t || !(w = wait_of(id)) || !w->start_ns || w->tentative_ns)
+	/* a thread in a GIL sleep has an open wait without a tentative end */
+	if (!w || w->tentative_ns)
 		return 0;
 	gil_read(t, &g);
 	if (g.locked == 0)
