@@ -58,9 +58,9 @@ def sleep_and_recv(pythons):
         recvs = start_all(procs, pythons, "recv", "1.5")
         pids = [a for p in list(sleeps.values()) + list(recvs.values()) for a in ("-p", str(p.pid))]
         tool = Tool("pyoffcpu", pids).wait_ready()
-        tool.window = (time.time(), None)
+        start = time.time()
         time.sleep(9)
-        tool.window = (tool.window[0], time.time())
+        tool.window = (start, time.time())
         tool.stop()
         yield tool, sleeps, recvs
     finally:
