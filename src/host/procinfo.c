@@ -44,6 +44,19 @@ static pid_t last_number(const char *s)
 	return (pid_t)v;
 }
 
+/* How many numbers an NSpid/NStgid line holds: one per PID namespace level. */
+static int numbers_in(const char *s)
+{
+	int n = 0;
+
+	for (s += strspn(s, " \t\n"); *s; s += strspn(s, " \t\n")) {
+		size_t digits = strspn(s, "0123456789");
+		n += digits > 0;
+		s += digits ? digits : 1;
+	}
+	return n;
+}
+
 int procinfo_nsids(pid_t pid, pid_t tid, struct nsids *out)
 {
 	char buf[256];
@@ -51,6 +64,7 @@ int procinfo_nsids(pid_t pid, pid_t tid, struct nsids *out)
 	if (status_field(pid, tid, "NStgid", buf, sizeof(buf)))
 		return -1;
 	out->pid = last_number(buf);
+	out->nested = numbers_in(buf) > 1;
 	if (status_field(pid, tid, "NSpid", buf, sizeof(buf)))
 		return -1;
 	out->tid = last_number(buf);

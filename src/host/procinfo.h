@@ -8,6 +8,7 @@
 struct nsids {
 	pid_t pid; /* innermost PID namespace's ids: what the container sees */
 	pid_t tid;
+	bool nested; /* in a PID namespace below that of our /proc: other ids there */
 };
 
 /* The innermost NSpid of pid/tid (both the host ids when not in a namespace). 0 or -1. */

@@ -156,50 +156,88 @@ int pyproc_read_long(const struct pyproc *p, uint64_t obj, int64_t *out)
 }
 
 
-int pyproc_dict_foreach(const struct pyproc *p, const struct dict_view *d, dict_visit visit, void *ctx)
-{
-	uint64_t entries, esz, koff, voff;
+struct dict_layout {
+	uint64_t entries;
+	unsigned esz, koff, voff;
 	int64_t nent;
+};
 
-	if (!d->keys)
-		return 0;
+static int layout_of(const struct pyproc *p, uint64_t keys, struct dict_layout *l)
+{
+	if (!keys)
+		return -1;
 	if (p->off.minor <= 10) {
 		int64_t size;
 		uint64_t w;
-		if (pyproc_read(p, d->keys + 8, &size, 8) || pyproc_read(p, d->keys + 32, &nent, 8) ||
+		if (pyproc_read(p, keys + 8, &size, 8) || pyproc_read(p, keys + 32, &l->nent, 8) ||
 		    size <= 0 || size > (1 << 24))
-			return 0;
+			return -1;
 		w = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffll ? 4 : 8;
-		entries = d->keys + 40 + (uint64_t)size * w;
-		esz = 24, koff = 8, voff = 16;
+		l->entries = keys + 40 + (uint64_t)size * w;
+		l->esz = 24, l->koff = 8, l->voff = 16;
 	} else {
 		uint8_t hdr[3];
-		if (pyproc_read(p, d->keys + 8, hdr, 3) || pyproc_read(p, d->keys + 24, &nent, 8) ||
+		if (pyproc_read(p, keys + 8, hdr, 3) || pyproc_read(p, keys + 24, &l->nent, 8) ||
 		    hdr[1] > 40)
-			return 0;
-		entries = d->keys + 32 + (1ull << hdr[1]);
+			return -1;
+		l->entries = keys + 32 + (1ull << hdr[1]);
 		if (hdr[2] == 0)
-			esz = 24, koff = 8, voff = 16; /* DICT_KEYS_GENERAL */
+			l->esz = 24, l->koff = 8, l->voff = 16; /* DICT_KEYS_GENERAL */
 		else
-			esz = 16, koff = 0, voff = 8;  /* unicode keys */
+			l->esz = 16, l->koff = 0, l->voff = 8;  /* unicode keys */
 	}
-	if (nent < 0 || nent > 65536)
+	return l->nent < 0 || l->nent > 65536 ? -1 : 0;
+}
+
+typedef int (*entry_visit)(const struct pyproc *p, const struct dict_layout *l, int64_t i, uint64_t key,
+			   uint64_t value, void *ctx);
+
+/* Entries are read a chunk at a time: a system call for each was most of a lookup's cost. */
+#define DICT_CHUNK 32
+
+static int walk_entries(const struct pyproc *p, const struct dict_view *d, entry_visit visit, void *ctx)
+{
+	struct dict_layout l;
+	uint64_t ent[DICT_CHUNK * 3], vals[DICT_CHUNK];
+
+	if (layout_of(p, d->keys, &l))
 		return 0;
-	for (int64_t i = 0; i < nent; i++) {
-		uint64_t ent[3] = { 0 }, key, value;
-		int r;
-		if (pyproc_read(p, entries + (uint64_t)i * esz, ent, esz))
+	for (int64_t base = 0; base < l.nent; base += DICT_CHUNK) {
+		int64_t n = l.nent - base < DICT_CHUNK ? l.nent - base : DICT_CHUNK;
+		if (pyproc_read(p, l.entries + (uint64_t)base * l.esz, ent, (size_t)n * l.esz) ||
+		    (d->values && pyproc_read(p, d->values + 8 * (uint64_t)base, vals, (size_t)n * 8)))
 			return 0;
-		key = ent[koff / 8];
-		value = ent[voff / 8];
-		if (!key)
-			continue;
-		if (d->values)
-			value = pyproc_u64_or0(p, d->values + 8 * (uint64_t)i);
-		if (value && (r = visit(p, key, value, ctx)))
-			return r;
+		for (int64_t i = 0; i < n; i++) {
+			const uint64_t *e = ent + (size_t)i * l.esz / 8;
+			uint64_t key = e[l.koff / 8], value = d->values ? vals[i] : e[l.voff / 8];
+			int r;
+			if (key && value && (r = visit(p, &l, base + i, key, value, ctx)))
+				return r;
+		}
 	}
 	return 0;
+}
+
+struct foreach_ctx {
+	dict_visit visit;
+	void *ctx;
+};
+
+static int visit_item(const struct pyproc *p, const struct dict_layout *l, int64_t i, uint64_t key,
+		      uint64_t value, void *ctx)
+{
+	const struct foreach_ctx *f = ctx;
+
+	(void)l;
+	(void)i;
+	return f->visit(p, key, value, f->ctx);
+}
+
+int pyproc_dict_foreach(const struct pyproc *p, const struct dict_view *d, dict_visit visit, void *ctx)
+{
+	struct foreach_ctx f = { visit, ctx };
+
+	return walk_entries(p, d, visit_item, &f);
 }
 
 void pyproc_dict_of(const struct pyproc *p, uint64_t dict, struct dict_view *d)
@@ -216,25 +254,42 @@ void pyproc_dict_of(const struct pyproc *p, uint64_t dict, struct dict_view *d)
 struct lookup {
 	const char *name;
 	uint64_t value;
+	struct dict_slot *slot;
 };
 
-static int match_key(const struct pyproc *p, uint64_t key, uint64_t value, void *ctx)
+static int match_key(const struct pyproc *p, const struct dict_layout *l, int64_t i, uint64_t key,
+		     uint64_t value, void *ctx)
 {
-	struct lookup *l = ctx;
+	struct lookup *k = ctx;
 	char buf[64];
 
-	if (pyproc_read_str(p, key, buf, sizeof(buf)) || strcmp(buf, l->name))
+	if (pyproc_read_str(p, key, buf, sizeof(buf)) || strcmp(buf, k->name))
 		return 0;
-	l->value = value;
+	k->value = value;
+	if (k->slot)
+		*k->slot = (struct dict_slot){ .keys = 0, .entry = l->entries + (uint64_t)i * l->esz + l->koff,
+					       .key = key, .index = i };
 	return 1;
+}
+
+uint64_t pyproc_dict_get_slot(const struct pyproc *p, const struct dict_view *d, const char *name,
+			      struct dict_slot *slot)
+{
+	struct lookup k = { name, 0, slot };
+	uint64_t kv[2]; /* the entry's key, then its value */
+
+	if (slot && slot->keys && slot->keys == d->keys && !pyproc_read(p, slot->entry, kv, sizeof(kv)) &&
+	    kv[0] == slot->key)
+		return d->values ? pyproc_u64_or0(p, d->values + 8 * (uint64_t)slot->index) : kv[1];
+	walk_entries(p, d, match_key, &k);
+	if (slot && k.value)
+		slot->keys = d->keys;
+	return k.value;
 }
 
 uint64_t pyproc_dict_get(const struct pyproc *p, const struct dict_view *d, const char *name)
 {
-	struct lookup l = { name, 0 };
-
-	pyproc_dict_foreach(p, d, match_key, &l);
-	return l.value;
+	return pyproc_dict_get_slot(p, d, name, NULL);
 }
 
 /*

@@ -326,7 +326,12 @@ static struct pyproc *open_new(pid_t pid, unsigned long long started, struct pyp
 	}
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
 	p->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
-	p->ns_pid = procinfo_nsids(pid, pid, &ids) ? pid : ids.pid;
+	if (procinfo_nsids(pid, pid, &ids)) {
+		p->ns_pid = pid;
+	} else {
+		p->ns_pid = ids.pid;
+		p->ns_nested = ids.nested;
+	}
 
 	/* modules named like python first (cheap), then every other mapped file */
 	for (int pass = 0; pass < 2 && !p->elf; pass++)

@@ -32,6 +32,7 @@ struct pyproc {
 	int refs;                   /* pyproc_open()s not closed yet */
 	unsigned long long started; /* procinfo_start_time() */
 	pid_t pid, ns_pid;
+	bool ns_nested;             /* in a PID namespace of its own: its tids differ there */
 	int mem_fd;
 	bool use_mem_fd;
 	struct pyversion version;
@@ -44,6 +45,7 @@ struct pyproc {
 	struct pythread *names;   /* NAMES_MAX threads, for their names (pythreads.c) */
 	int nnames;
 	uint64_t names_read_ns;   /* when names was read */
+	uint64_t active, active_type; /* threading._active once found, and its type */
 };
 
 /* pyobjects.c */
@@ -62,6 +64,20 @@ int pyproc_dict_foreach(const struct pyproc *p, const struct dict_view *d, dict_
 void pyproc_dict_of(const struct pyproc *p, uint64_t dict, struct dict_view *d);
 /* The value of a str key, or 0. */
 uint64_t pyproc_dict_get(const struct pyproc *p, const struct dict_view *d, const char *name);
+
+/*
+ * Where a key was found: instances of a class share one keys object, so the next
+ * instance's value is one read away, once the key object is seen in the same entry.
+ */
+struct dict_slot {
+	uint64_t keys;  /* 0: not found yet */
+	uint64_t entry; /* the address of the entry's key; its value follows (every layout) */
+	uint64_t key;
+	int64_t index;
+};
+/* pyproc_dict_get, through (and filling) a slot. */
+uint64_t pyproc_dict_get_slot(const struct pyproc *p, const struct dict_view *d, const char *name,
+			      struct dict_slot *slot);
 int pyproc_instance_attrs(const struct pyproc *p, uint64_t obj, struct dict_view *d);
 
 #endif

@@ -13,7 +13,8 @@ struct task_ids {
 	pid_t tid, ns_tid;
 };
 
-static int list_tasks(pid_t pid, struct task_ids *out, int max)
+/* The tasks of pid; their ids inside its PID namespace read only when it has its own. */
+static int list_tasks(pid_t pid, bool nested, struct task_ids *out, int max)
 {
 	char path[64];
 	struct dirent *de;
@@ -30,7 +31,7 @@ static int list_tasks(pid_t pid, struct task_ids *out, int max)
 		if (tid <= 0)
 			continue;
 		out[n].tid = tid;
-		out[n].ns_tid = procinfo_nsids(pid, tid, &ids) ? tid : ids.tid;
+		out[n].ns_tid = !nested || procinfo_nsids(pid, tid, &ids) ? tid : ids.tid;
 		n++;
 	}
 	closedir(dir);
@@ -46,6 +47,7 @@ struct pyname {
 struct name_walk {
 	struct pyname *out;
 	int n, max;
+	struct dict_slot name_at, native_id_at; /* the same for every Thread */
 };
 
 static int visit_thread(const struct pyproc *p, uint64_t key, uint64_t thread, void *ctx)
@@ -61,8 +63,8 @@ static int visit_thread(const struct pyproc *p, uint64_t key, uint64_t thread, v
 	memset(pn, 0, sizeof(*pn));
 	if (pyproc_read_long(p, key, &pn->ident) || pyproc_instance_attrs(p, thread, &attrs))
 		return 0;
-	name = pyproc_dict_get(p, &attrs, "_name");
-	nid = pyproc_dict_get(p, &attrs, "_native_id");
+	name = pyproc_dict_get_slot(p, &attrs, "_name", &w->name_at);
+	nid = pyproc_dict_get_slot(p, &attrs, "_native_id", &w->native_id_at);
 	if (!name || pyproc_read_str(p, name, pn->name, sizeof(pn->name)))
 		return 0;
 	if (!nid || pyproc_read_long(p, nid, &pn->ns_tid))
@@ -71,13 +73,15 @@ static int visit_thread(const struct pyproc *p, uint64_t key, uint64_t thread, v
 	return 0;
 }
 
-/* threading._active of the main interpreter: {ident: Thread}. Returns how many, or -1. */
-static int read_python_names(struct pyproc *p, struct pyname *out, int max)
+/*
+ * threading._active of the main interpreter: {ident: Thread}, or 0. The module makes it
+ * once, and finding it means looking through sys.modules and the module's dict.
+ */
+static uint64_t find_active(struct pyproc *p)
 {
 	const struct pyoffsets *o = &p->off;
 	struct dict_view d;
-	struct name_walk w = { out, 0, max };
-	uint64_t interp, modules, threading, active, mdict;
+	uint64_t interp, modules, threading, mdict;
 
 	interp = pyproc_u64_or0(p, p->runtime + o->rt_interp_head);
 	/* the head is the newest interpreter; threading of the main one is what users name */
@@ -87,23 +91,32 @@ static int read_python_names(struct pyproc *p, struct pyname *out, int max)
 			break;
 		interp = next;
 	}
-	if (!interp)
-		return -1;
-	modules = pyproc_u64_or0(p, interp + o->interp_modules);
+	modules = interp ? pyproc_u64_or0(p, interp + o->interp_modules) : 0;
 	if (!modules)
-		return -1;
+		return 0;
 	pyproc_dict_of(p, modules, &d);
 	threading = pyproc_dict_get(p, &d, "threading");
-	if (!threading)
-		return 0; /* threading never imported: no names to find */
-	mdict = pyproc_u64_or0(p, threading + 16); /* PyModuleObject.md_dict */
+	mdict = threading ? pyproc_u64_or0(p, threading + 16) : 0; /* PyModuleObject.md_dict */
 	if (!mdict)
-		return -1;
+		return 0; /* threading not imported (yet): no names to find */
 	pyproc_dict_of(p, mdict, &d);
-	active = pyproc_dict_get(p, &d, "_active");
-	if (!active)
-		return -1;
-	pyproc_dict_of(p, active, &d);
+	return pyproc_dict_get(p, &d, "_active");
+}
+
+/* The names in threading._active. Returns how many (0: no threading), or -1. */
+static int read_python_names(struct pyproc *p, struct pyname *out, int max)
+{
+	struct dict_view d;
+	struct name_walk w = { .out = out, .max = max };
+
+	/* a dict freed at the end of the interpreter does not keep its type */
+	if (p->active && pyproc_u64_or0(p, p->active + 8) != p->active_type)
+		p->active = 0;
+	if (!p->active && (p->active = find_active(p)))
+		p->active_type = pyproc_u64_or0(p, p->active + 8);
+	if (!p->active)
+		return 0;
+	pyproc_dict_of(p, p->active, &d);
 	pyproc_dict_foreach(p, &d, visit_thread, &w);
 	return w.n;
 }
@@ -121,7 +134,7 @@ int pyproc_threads(struct pyproc *p, struct pythread *out, int max)
 		free(pn);
 		return -1;
 	}
-	nt = list_tasks(p->pid, tasks, MAX_THREADS);
+	nt = list_tasks(p->pid, p->ns_nested, tasks, MAX_THREADS);
 	np = read_python_names(p, pn, NAME_CACHE_MAX);
 	interp = pyproc_u64_or0(p, p->runtime + o->rt_interp_head);
 	if (!interp)
