@@ -46,6 +46,13 @@ struct pyproc {
 	int nnames;
 	uint64_t names_read_ns;   /* when names was read */
 	uint64_t active, active_type; /* threading._active once found, and its type */
+	int64_t reread_budget_ns; /* for rereads on behalf of new threads (pythreads.c) */
+	uint64_t budget_at_ns;    /* when the budget last grew */
+	struct {
+		pid_t tid;
+		uint64_t at_ns;
+	} unnamed[8];             /* tids a reread did not name, and when */
+	unsigned unnamed_next;
 };
 
 /* pyobjects.c */

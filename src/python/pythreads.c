@@ -198,11 +198,62 @@ static const struct pythread *thread_of(const struct pyproc *p, pid_t tid)
 	return NULL;
 }
 
+/*
+ * A thread the names table does not list has often started since the table was read
+ * (a pool growing, a thread per request), and a reread names it. Such rereads are paid
+ * from a budget that grows by 1% of the time that passes, up to 20 ms: a target that
+ * starts threads all the time costs at most that, and a burst of new threads is named
+ * at once. A tid that such a reread left unnamed (a thread that is not a
+ * threading.Thread, or one that ended) waits for the periodic rereads.
+ */
+#define REREAD_SHARE 100
+#define REREAD_BURST_NS 20000000ll
+#define UNNAMED_FOR_NS 1000000000ull
+#define UNNAMED_SLOTS (sizeof(((struct pyproc *)0)->unnamed) / sizeof(((struct pyproc *)0)->unnamed[0]))
+
+static bool recently_unnamed(const struct pyproc *p, pid_t tid, uint64_t now)
+{
+	for (size_t i = 0; i < UNNAMED_SLOTS; i++)
+		if (p->unnamed[i].tid == tid && now - p->unnamed[i].at_ns < UNNAMED_FOR_NS)
+			return true;
+	return false;
+}
+
+static bool afford_reread(struct pyproc *p, uint64_t now)
+{
+	p->reread_budget_ns = !p->budget_at_ns ? REREAD_BURST_NS :
+			      p->reread_budget_ns + (int64_t)((now - p->budget_at_ns) / REREAD_SHARE);
+	if (p->reread_budget_ns > REREAD_BURST_NS)
+		p->reread_budget_ns = REREAD_BURST_NS;
+	p->budget_at_ns = now;
+	return p->reread_budget_ns > 0;
+}
+
+/* The entry of a tid the table does not list, after a reread if the budget allows one. */
+static const struct pythread *reread_for(struct pyproc *p, pid_t tid)
+{
+	uint64_t now = time_mono_ns();
+	const struct pythread *t;
+
+	if (recently_unnamed(p, tid, now) || !afford_reread(p, now) || !reread_names(p, now, 0))
+		return NULL;
+	p->reread_budget_ns -= (int64_t)(time_mono_ns() - now);
+	t = thread_of(p, tid);
+	if (!(t && t->python_name)) {
+		unsigned slot = p->unnamed_next++ % UNNAMED_SLOTS;
+		p->unnamed[slot].tid = tid;
+		p->unnamed[slot].at_ns = now;
+	}
+	return t;
+}
+
 void pyproc_thread_name(struct pyproc *p, pid_t tid, const char *comm, size_t commlen, char *buf,
 			size_t len)
 {
 	const struct pythread *t = p ? thread_of(p, tid) : NULL;
 
+	if (p && !t)
+		t = reread_for(p, tid);
 	if (p && !(t && t->python_name) &&
 	    reread_names(p, time_mono_ns(), t ? 1000000000ull : 200000000ull))
 		t = thread_of(p, tid);

@@ -4,6 +4,7 @@ time.sleep() and of a peer's late answer, the source lines of those calls, and t
 kernel's own scheduler accounting in /proc/PID/task/TID/schedstat (on-CPU time,
 run_delay, timeslices).
 """
+import collections
 import os
 import signal
 import subprocess
@@ -374,6 +375,20 @@ def test_children_and_interval_folded(run_tool, targets):
     # little over 2 s, and three ends fit when one falls just after its start), never the
     # 4 to 5 s that a count over the whole run reaches by its second interval
     assert all(900000 <= us <= 3100000 for us in sleeps), sleeps
+
+
+def test_threads_born_after_the_last_record_are_named(run_tool, targets):
+    """A new thread every 150 ms, each sleeping 30 ms twice: every record of those sleeps
+    carries its thread's Python name, the first of a thread too, though a record of the
+    thread before it came a moment earlier. (A record read after its thread ended may
+    have only the comm: the thread's last, 0.5 s sleep is not checked.)"""
+    p = targets.start(["/usr/bin/python3.11", SCRIPT, "newthreads"])
+    t = trace(run_tool, [p], 3, "--no-py")
+    sleeps = [e for e in t.events("off_cpu") if e["pid"] == p.pid and e["tid"] != p.pid
+              and e["duration_ms"] < 100]
+    names = collections.Counter(e["thread_name"] for e in sleeps)
+    assert [n for n in names if not n.startswith("new-")] == [], names
+    assert len(names) >= 12 and len(sleeps) >= 2 * len(names) - 2, names
 
 
 def test_the_run_ends_when_a_target_that_is_not_python_exits(run_tool, targets):

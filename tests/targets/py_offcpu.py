@@ -6,6 +6,9 @@
                   answers after SECONDS (its line is marked RECV)
   spin            a thread named "spinner" that only computes (for run-queue tests)
   pingpong N      N pairs of threads handing a token through queues (switch storms)
+  newthreads      a new thread every 150 ms (new-1, new-2, ...), each sleeping 30 ms
+                  twice, then 0.5 s (so it still runs when the records of the short
+                  sleeps are read), and ending
 
 Prints "ready" (and with spin, the spinner's native thread id) once the threads run.
 """
@@ -43,6 +46,12 @@ def spinner(out):
         n += 1
 
 
+def short_sleeper():
+    time.sleep(0.03)
+    time.sleep(0.03)
+    time.sleep(0.5)
+
+
 def player(inbox, outbox):
     while True:
         outbox.put(inbox.get())
@@ -72,6 +81,11 @@ def main():
             threading.Thread(target=player, args=(a, b), name="ping%d" % i, daemon=True).start()
             threading.Thread(target=player, args=(b, a), name="pong%d" % i, daemon=True).start()
             a.put(i)
+    elif mode == "newthreads":
+        print("ready", flush=True)
+        for i in range(1, 1000000):
+            threading.Thread(target=short_sleeper, name="new-%d" % i).start()
+            time.sleep(0.15)
     print("ready", flush=True)
     while True:
         time.sleep(3600)
