@@ -50,28 +50,11 @@ BPF_PERCPU_ARRAY(scratch, struct built, 1);
 /* x86_64 struct pt_regs (uapi layout) as u64 words: rdi, the first argument */
 #define REG_DI 14
 
-/*
- * A thread's wait state, kept between its waits (start_ns 0): no insert and delete per
- * wait. It is in wait_slots[tid % WAIT_SLOTS], or in waiting when another thread's
- * open wait held that slot as it began one: every futex return of a target thread
- * looks for it, and an array slot is the cheaper lookup (as target_slots, pygil.h).
- */
-#define WAIT_SLOTS 8192
-struct wait_state {
-	u64 id;           /* whose (pid_tgid) */
-	u64 start_ns;     /* when its wait began, 0: not waiting */
-	u64 holder;       /* take_gil: last_holder when its wait began (the others read it at the end) */
-	u64 tentative_ns; /* futex: back from a sleep with the GIL still locked, else 0 */
-	u64 switch_seen;  /* ... and gil->switch_number then */
-};
-
 BPF_HASH(gil_targets, u32, struct pygil_target, 1024);
 BPF_ARRAY(target_slots, struct pygil_target, PYGIL_TARGET_SLOTS);
-BPF_ARRAY(wait_slots, struct wait_state, WAIT_SLOTS);
-/* the others, by thread (pid_tgid); LRU: a thread may end in the middle of a wait */
-BPF_TABLE("lru_hash", u64, struct wait_state, waiting, 8192);
-/* every wait's time, by thread, for the per-thread table (userspace reads and clears it) */
-BPF_HASH(thread_waits, u64, struct pygil_thread_waits, 8192);
+BPF_ARRAY(wait_slots, struct pygil_wait_state, PYGIL_WAIT_SLOTS);
+/* the others, by thread (pid_tgid); LRU: userspace frees ended threads' only every second */
+BPF_TABLE("lru_hash", u64, struct pygil_wait_state, waiting, 8192);
 
 /* The target process tgid, NULL: not one. */
 static __always_inline struct pygil_target *target_of(u32 tgid)
@@ -105,10 +88,10 @@ static __always_inline void gil_read(const struct pygil_target *t, struct gil_wo
 }
 
 /* Thread id's wait state, NULL: it has none. */
-static __always_inline struct wait_state *wait_of(u64 id)
+static __always_inline struct pygil_wait_state *wait_of(u64 id)
 {
-	u32 slot = (u32)id % WAIT_SLOTS;
-	struct wait_state *w = wait_slots.lookup(&slot);
+	u32 slot = (u32)id % PYGIL_WAIT_SLOTS;
+	struct pygil_wait_state *w = wait_slots.lookup(&slot);
 
 	if (w && w->id == id)
 		return w;
@@ -120,9 +103,9 @@ static __always_inline struct wait_state *wait_of(u64 id)
  * first: for the other processes of the host that is one array lookup, where their wait
  * state would be a hash lookup that finds nothing (every return hook runs for them).
  */
-static __always_inline struct wait_state *open_wait(u64 id, struct pygil_target **t)
+static __always_inline struct pygil_wait_state *open_wait(u64 id, struct pygil_target **t)
 {
-	struct wait_state *w;
+	struct pygil_wait_state *w;
 
 	*t = target_of(id >> 32);
 	if (!*t || !(w = wait_of(id)) || !w->start_ns)
@@ -132,32 +115,35 @@ static __always_inline struct wait_state *open_wait(u64 id, struct pygil_target 
 
 /*
  * Thread id (its state w, NULL: none yet) begins a wait on a GIL held by holder. A
- * thread without a state takes its slot unless another thread waits in it. (Two threads
- * of one slot beginning waits at the same instant could both take it: one's wait would
- * be lost. Their tids would differ by a multiple of WAIT_SLOTS.)
+ * thread without a state takes its slot if the slot is free. (Two threads of one slot
+ * beginning their first waits at the same instant could both take it: one's totals
+ * would be mixed with the other's. Their tids would differ by a multiple of
+ * PYGIL_WAIT_SLOTS.)
  */
-static __always_inline void wait_begin(u64 id, struct wait_state *w, u64 holder)
+static __always_inline void wait_begin(u64 id, struct pygil_wait_state *w, u64 holder)
 {
-	struct wait_state fresh = { id, bpf_ktime_get_ns(), holder, 0, 0 };
-	u32 slot = (u32)id % WAIT_SLOTS;
+	u32 slot = (u32)id % PYGIL_WAIT_SLOTS;
+	u64 now = bpf_ktime_get_ns();
 
-	if (!w && (w = wait_slots.lookup(&slot)) && w->start_ns)
-		w = NULL; /* another thread's open wait */
-	if (w)
-		*w = fresh;
-	else if (waiting.update(&id, &fresh) != 0)
-		counter_add(PYGIL_CNT_MAP_FULL, 1);
+	if (!w && (w = wait_slots.lookup(&slot)) && w->id)
+		w = NULL; /* another thread's */
+	if (w) {
+		w->id = id;
+		w->start_ns = now;
+		w->holder = holder;
+		w->tentative_ns = 0;
+	} else {
+		struct pygil_wait_state fresh = { .id = id, .start_ns = now, .holder = holder };
+		if (waiting.update(&id, &fresh) != 0)
+			counter_add(PYGIL_CNT_MAP_FULL, 1);
+	}
 }
 
 /* A wait of ns ended: into the thread's totals. True when it is long enough to report. */
-static __always_inline bool count_wait(u64 id, u64 ns)
+static __always_inline bool count_wait(struct pygil_wait_state *w, u64 ns)
 {
-	struct pygil_thread_waits zero = {}, *tw = thread_waits.lookup_or_try_init(&id, &zero);
-
-	if (tw) {
-		tw->wait_ns += ns;
-		tw->waits += 1;
-	}
+	w->wait_ns += ns;
+	w->waits += 1;
 #ifdef MIN_NS
 	if (ns < MIN_NS) {
 		counter_add(PYGIL_CNT_SHORT, 1);
@@ -239,15 +225,15 @@ static __always_inline void send(void *ctx, struct built *b)
 }
 
 /* The wait w of thread id ended now: counted, and reported when long enough. */
-static __always_inline int wait_end(void *ctx, const struct pygil_target *t, u64 id, struct wait_state *w,
-				    u64 holder, u64 switch_number, u32 source)
+static __always_inline int wait_end(void *ctx, const struct pygil_target *t, u64 id,
+				    struct pygil_wait_state *w, u64 holder, u64 switch_number, u32 source)
 {
 	u64 now = bpf_ktime_get_ns(), start = w->start_ns;
 	struct built *b;
 
 	w->start_ns = 0;
 	w->tentative_ns = 0;
-	if (count_wait(id, now - start) && (b = build(t, id, start, now, holder, switch_number, source)))
+	if (count_wait(w, now - start) && (b = build(t, id, start, now, holder, switch_number, source)))
 		send(ctx, b);
 	return 0;
 }
@@ -274,7 +260,7 @@ int take_return(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	struct pygil_target *t;
-	struct wait_state *w = open_wait(id, &t);
+	struct pygil_wait_state *w = open_wait(id, &t);
 	struct gil_words g;
 
 	if (!w)
@@ -289,7 +275,7 @@ int cond_entry(struct pt_regs *ctx)
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
 	struct pygil_target *t = target_of(tgid);
-	struct wait_state *w;
+	struct pygil_wait_state *w;
 
 	if (!t || ((const u64 *)ctx)[REG_DI] != t->gil + PYGIL_OFF_COND)
 		return 0;
@@ -304,7 +290,7 @@ int cond_return(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	struct pygil_target *t;
-	struct wait_state *w = open_wait(id, &t);
+	struct pygil_wait_state *w = open_wait(id, &t);
 	struct gil_words g;
 
 	if (!w)
@@ -330,7 +316,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 	u32 tgid = id >> 32;
 	int cmd = args->op & FUTEX_CMD_MASK;
 	struct pygil_target *t = target_of(tgid);
-	struct wait_state *w;
+	struct pygil_wait_state *w;
 	struct gil_words g;
 	struct built *b;
 
@@ -358,7 +344,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_futex)
 			return 0;
 		}
 		/* it took the GIL since that return (and lost it again): the wait ended there */
-		if (count_wait(id, end - start) && (b = pending.lookup(&id)))
+		if (count_wait(w, end - start) && (b = pending.lookup(&id)))
 			send(args, b);
 		if (pend)
 			pending.delete(&id);
@@ -372,7 +358,7 @@ TRACEPOINT_PROBE(syscalls, sys_exit_futex)
 {
 	u64 id = bpf_get_current_pid_tgid(), now, start;
 	struct pygil_target *t;
-	struct wait_state *w = open_wait(id, &t);
+	struct pygil_wait_state *w = open_wait(id, &t);
 	struct gil_words g;
 	struct built *b;
 

@@ -46,11 +46,25 @@ enum pygil_source {
 	X(PYGIL_CNT_SHORT, "short_waits", "waits shorter than --min-wait-ms (not reported)")
 enum pygil_counter { PYGIL_COUNTERS(PYEBPF_COUNTER_ID) PYGIL_CNT_MAX };
 
-/* Per waiting thread, all waits (map thread_waits, keyed by pid_tgid): the -i table's input. */
-struct pygil_thread_waits {
-	__u64 wait_ns;
+/*
+ * A thread's wait state, kept from its first wait on (start_ns 0 between waits): in
+ * wait_slots[tid % PYGIL_WAIT_SLOTS] when that slot was free (id 0) as the thread began
+ * its first wait, else in the hash waiting, by pid_tgid. Its totals only grow: userspace
+ * reads them every second for the per-thread table, counting what grew since, and frees
+ * the states of threads that ended (a state is never handed to another thread, so
+ * nothing it counted is lost). Every futex return of a target thread looks for the
+ * state: an array slot is the cheaper lookup (as target_slots).
+ */
+struct pygil_wait_state {
+	__u64 id;           /* whose (pid_tgid); 0: a free slot */
+	__u64 start_ns;     /* when its wait began, 0: not waiting */
+	__u64 holder;       /* take_gil: last_holder when its wait began (the others read it at the end) */
+	__u64 tentative_ns; /* futex: back from a sleep with the GIL still locked, else 0 */
+	__u64 switch_seen;  /* ... and gil->switch_number then */
+	__u64 wait_ns;      /* all its waits so far */
 	__u64 waits;
 };
+#define PYGIL_WAIT_SLOTS 8192
 
 struct pygil_event {
 	struct task_head task; /* the waiter; ts_ns: when the wait ended */

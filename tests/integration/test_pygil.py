@@ -349,6 +349,31 @@ def test_a_holder_that_ends_has_no_frames(run_tool, pythons, workloads):
     assert "[no Python frames]" in [stack for stack, _, _ in lines], lines
 
 
+def test_interval_tables_count_every_wait_once(run_tool, pythons, workloads):
+    """-i 1 with every wait reported, on a thread that spins while short-lived ones
+    start, wait and end one after another: per thread, the tables' waits over all
+    intervals are its records, their time the records' time. Nothing a thread that
+    ended had waited is lost, or counted again, as its state is freed."""
+    cmd = python_cmd(pythons, "pyenv-3.12")
+    tool, (threads,) = trace(run_tool, [workloads(cmd, "churn", 3)], "-i", "1", "--min-wait-ms", "0",
+                             "--no-stacks")
+    rows, waits = {}, {}
+    for r in tool.events("gil_thread"):
+        n, ms = rows.get(r["tid"], (0, 0))
+        rows[r["tid"]] = (n + r["waits"], ms + r["wait_ms"])
+    for e in tool.events("gil_wait"):
+        n, ms = waits.get(e["tid"], (0, 0))
+        waits[e["tid"]] = (n + 1, ms + e["duration_ms"])
+    shorts = {t["native_id"] for n, t in threads.items() if n.startswith("short-")}
+    spinner = threads["spinner-a"]["native_id"]
+    assert len(shorts & set(rows)) > 10, rows
+    assert len([r for r in tool.events("gil_thread") if r["tid"] == spinner]) >= 3  # the intervals
+    rows = {tid: row for tid, row in rows.items() if row[0]}  # not the threads that only held it
+    assert set(rows) == set(waits)
+    for tid, (n, ms) in rows.items():
+        assert n == waits[tid][0] and abs(ms - waits[tid][1]) <= 0.001 * n + 0.01, (tid, rows[tid], waits[tid])
+
+
 def test_target_in_its_own_pid_namespace(run_tool, pythons, workloads):
     if not shutil.which("unshare"):
         pytest.skip("unshare (util-linux) is not installed")
