@@ -9,6 +9,7 @@
  * waits, for the whole run).
  */
 #include <bcc/libbpf.h>
+#include <errno.h>
 #include <linux/types.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -156,6 +157,7 @@ struct thread_row {
 enum { MAX_STATES = PYGIL_WAIT_SLOTS + 8192, SWEEP_MS = 1000 };
 struct wait_totals {
 	uint64_t id, wait_ns, waits;
+	bool ended; /* the thread had ended when that sweep looked */
 };
 
 struct pygil {
@@ -549,6 +551,10 @@ static size_t read_wait_states(struct pygil *g)
 	for (bool first = true; more && n + PYGIL_WAIT_SLOTS <= MAX_STATES; first = false, at = next) {
 		count = PYGIL_WAIT_SLOTS;
 		more = !bpf_lookup_batch(slots, first ? NULL : &at, &next, g->slot_keys, &g->states[n], &count);
+		if (!more && errno != ENOENT) {
+			log_debug("wait_slots: %s", strerror(errno));
+			break;
+		}
 		for (__u32 i = 0, base = (__u32)n; i < count && i < PYGIL_WAIT_SLOTS; i++)
 			if (g->states[base + i].id) {
 				g->states[n] = g->states[base + i];
@@ -592,8 +598,10 @@ static bool thread_exists(pid_t pid, pid_t tid)
 
 /*
  * Every thread's waits since the last sweep into the table's rows: what its state's
- * totals grew by. A state that did not grow, of a thread that has ended, is freed: an
- * earlier sweep counted all it holds.
+ * totals grew by. A state is freed when it did not grow since a sweep that found its
+ * thread ended: that sweep looked after its last wait, and this one read the state
+ * after that, so all it holds is counted. (Whether a thread has ended is looked at
+ * after the states are read, and it may have waited and ended in between.)
  */
 static void sweep_waits(struct pygil *g)
 {
@@ -602,7 +610,7 @@ static void sweep_waits(struct pygil *g)
 
 	for (size_t i = 0; i < n; i++) {
 		const struct pygil_wait_state *st = &g->states[i];
-		struct wait_totals now = { st->id, st->wait_ns, st->waits }, *was;
+		struct wait_totals now = { st->id, st->wait_ns, st->waits, false }, *was;
 		pid_t pid = (pid_t)(st->id >> 32), tid = (pid_t)(__u32)st->id;
 		char name[PYTHREAD_NAME_MAX];
 		struct thread_row *r;
@@ -619,11 +627,12 @@ static void sweep_waits(struct pygil *g)
 				r->wait_ns += now.wait_ns;
 				r->waits += now.waits;
 			}
-		} else if (!thread_exists(pid, tid)) {
+		} else if (was && was->ended) {
 			free_state(g, st->id, g->where[i]);
 			continue;
 		}
-		g->next_seen[kept++] = (struct wait_totals){ st->id, st->wait_ns, st->waits };
+		g->next_seen[kept++] = (struct wait_totals){ st->id, st->wait_ns, st->waits,
+							     !now.waits && !thread_exists(pid, tid) };
 	}
 	qsort(g->next_seen, kept, sizeof(*g->next_seen), by_id);
 	swap = g->seen;
