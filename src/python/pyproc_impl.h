@@ -18,6 +18,7 @@
 #define MAX_INTERPS 16
 #define MAX_THREADS 4096
 #define NAMES_MAX 256 /* threads kept for their names */
+#define UNNAMED_MAX 8 /* tids remembered as left unnamed by a reread (pythreads.c) */
 
 struct code_entry {
 	uint64_t code; /* 0: empty slot */
@@ -51,7 +52,7 @@ struct pyproc {
 	struct {
 		pid_t tid;
 		uint64_t at_ns;
-	} unnamed[8];             /* tids a reread did not name, and when */
+	} unnamed[UNNAMED_MAX];   /* tids a reread did not name, and when */
 	unsigned unnamed_next;
 };
 

@@ -103,7 +103,7 @@ static uint64_t find_active(struct pyproc *p)
 	return pyproc_dict_get(p, &d, "_active");
 }
 
-/* The names in threading._active. Returns how many (0: no threading), or -1. */
+/* The names in threading._active. Returns how many (0 without threading). */
 static int read_python_names(struct pyproc *p, struct pyname *out, int max)
 {
 	struct dict_view d;
@@ -209,11 +209,10 @@ static const struct pythread *thread_of(const struct pyproc *p, pid_t tid)
 #define REREAD_SHARE 100
 #define REREAD_BURST_NS 20000000ll
 #define UNNAMED_FOR_NS 1000000000ull
-#define UNNAMED_SLOTS (sizeof(((struct pyproc *)0)->unnamed) / sizeof(((struct pyproc *)0)->unnamed[0]))
 
 static bool recently_unnamed(const struct pyproc *p, pid_t tid, uint64_t now)
 {
-	for (size_t i = 0; i < UNNAMED_SLOTS; i++)
+	for (size_t i = 0; i < UNNAMED_MAX; i++)
 		if (p->unnamed[i].tid == tid && now - p->unnamed[i].at_ns < UNNAMED_FOR_NS)
 			return true;
 	return false;
@@ -240,7 +239,7 @@ static const struct pythread *reread_for(struct pyproc *p, pid_t tid)
 	p->reread_budget_ns -= (int64_t)(time_mono_ns() - now);
 	t = thread_of(p, tid);
 	if (!(t && t->python_name)) {
-		unsigned slot = p->unnamed_next++ % UNNAMED_SLOTS;
+		unsigned slot = p->unnamed_next++ % UNNAMED_MAX;
 		p->unnamed[slot].tid = tid;
 		p->unnamed[slot].at_ns = now;
 	}

@@ -9,7 +9,6 @@
  * waits, for the whole run).
  */
 #include <bcc/libbpf.h>
-#include <errno.h>
 #include <linux/types.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include "pyebpf_bpf.h"
 #include "pyframes.h"
 #include "pygil.h"
+#include "pygil_waits.h"
 #include "profile.h"
 #include "pyhooks.h"
 #include "pytargets.h"
@@ -150,15 +150,8 @@ struct thread_row {
 	char name[PYTHREAD_NAME_MAX];
 };
 
-/*
- * The threads' wait states (pygil.h), read every SWEEP_MS: at most every slot and the
- * hash waiting. Between sweeps each thread's totals as the last one saw them.
- */
-enum { MAX_STATES = PYGIL_WAIT_SLOTS + 8192, SWEEP_MS = 1000 };
-struct wait_totals {
-	uint64_t id, wait_ns, waits;
-	bool ended; /* the thread had ended when that sweep looked */
-};
+/* How often the threads' wait totals are read (pygil_waits.h). */
+enum { SWEEP_MS = 1000 };
 
 struct pygil {
 	struct tracker base;
@@ -172,11 +165,7 @@ struct pygil {
 	int configured;            /* targets[0..configured) are in gil_targets */
 	struct thread_row *rows;   /* the current interval's threads */
 	int nrows;
-	struct pygil_wait_state *states; /* the states a sweep read */
-	int *where;                      /* their slots, -1: in the hash */
-	__u32 *slot_keys;
-	struct wait_totals *seen, *next_seen; /* the last sweep's totals, by id; the next's */
-	size_t nseen;
+	struct pygil_waits waits;  /* the threads' wait totals */
 	uint64_t next_sweep_ns;
 	struct stackagg holders;   /* holder stack -> self: microseconds waited, total: waits */
 	struct profile_out out;    /* -o: the holder stacks of the whole run */
@@ -533,112 +522,18 @@ static void sample_holders(struct pygil *g, uint64_t now_ns)
 	}
 }
 
-/* ---- the threads' wait totals (pygil.h: struct pygil_wait_state) ---- */
-
-/* Every thread state into g->states (the slot of each in g->where, -1: the hash). How many. */
-static size_t read_wait_states(struct pygil *g)
+/* A thread's waits since the last sweep, into its row. */
+static void add_waits(void *ctx, pid_t pid, pid_t tid, uint64_t wait_ns, uint64_t waits)
 {
-	int slots = bpfprog_table_fd(g->base.prog, "wait_slots");
-	int hash = bpfprog_table_fd(g->base.prog, "waiting");
-	__u32 at = 0, next, count;
-	__u64 key, prev;
-	size_t n = 0;
-	bool more = true;
+	struct pygil *g = ctx;
+	char name[PYTHREAD_NAME_MAX];
+	struct thread_row *r;
 
-	if (slots < 0 || hash < 0)
-		return 0;
-	/* the array in batches (the last ends with ENOENT), then only the slots in use kept */
-	for (bool first = true; more && n + PYGIL_WAIT_SLOTS <= MAX_STATES; first = false, at = next) {
-		count = PYGIL_WAIT_SLOTS;
-		more = !bpf_lookup_batch(slots, first ? NULL : &at, &next, g->slot_keys, &g->states[n], &count);
-		if (!more && errno != ENOENT) {
-			log_debug("wait_slots: %s", strerror(errno));
-			break;
-		}
-		for (__u32 i = 0, base = (__u32)n; i < count && i < PYGIL_WAIT_SLOTS; i++)
-			if (g->states[base + i].id) {
-				g->states[n] = g->states[base + i];
-				g->where[n++] = (int)g->slot_keys[i];
-			}
+	pytargets_thread_name(&g->targets, pid, tid, "", 0, name, sizeof(name));
+	if ((r = row_of(g, pid, tid, name))) {
+		r->wait_ns += wait_ns;
+		r->waits += waits;
 	}
-	for (int i = 0; n < MAX_STATES && !bpf_get_next_key(hash, i ? &prev : NULL, &key); i++, prev = key)
-		if (!bpf_lookup_elem(hash, &key, &g->states[n]) && g->states[n].id == key)
-			g->where[n++] = -1;
-	return n;
-}
-
-static int by_id(const void *a, const void *b)
-{
-	const struct wait_totals *x = a, *y = b;
-
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* A state whose thread has ended: freed, in its slot or the hash. */
-static void free_state(struct pygil *g, uint64_t id, int where)
-{
-	struct pygil_wait_state none = { 0 };
-	__u32 slot = (__u32)where;
-	__u64 key = id;
-
-	if (where >= 0)
-		bpf_update_elem(bpfprog_table_fd(g->base.prog, "wait_slots"), &slot, &none, BPF_ANY);
-	else
-		bpf_delete_elem(bpfprog_table_fd(g->base.prog, "waiting"), &key);
-}
-
-static bool thread_exists(pid_t pid, pid_t tid)
-{
-	char path[64];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
-	return stat(path, &st) == 0;
-}
-
-/*
- * Every thread's waits since the last sweep into the table's rows: what its state's
- * totals grew by. A state is freed when it did not grow since a sweep that found its
- * thread ended: that sweep looked after its last wait, and this one read the state
- * after that, so all it holds is counted. (Whether a thread has ended is looked at
- * after the states are read, and it may have waited and ended in between.)
- */
-static void sweep_waits(struct pygil *g)
-{
-	size_t n = read_wait_states(g), kept = 0;
-	struct wait_totals *swap;
-
-	for (size_t i = 0; i < n; i++) {
-		const struct pygil_wait_state *st = &g->states[i];
-		struct wait_totals now = { st->id, st->wait_ns, st->waits, false }, *was;
-		pid_t pid = (pid_t)(st->id >> 32), tid = (pid_t)(__u32)st->id;
-		char name[PYTHREAD_NAME_MAX];
-		struct thread_row *r;
-
-		was = g->nseen ? bsearch(&now, g->seen, g->nseen, sizeof(*g->seen), by_id) : NULL;
-		/* a state made anew since (evicted from the hash) counts from 0 */
-		if (was && was->waits <= now.waits && was->wait_ns <= now.wait_ns) {
-			now.waits -= was->waits;
-			now.wait_ns -= was->wait_ns;
-		}
-		if (now.waits) {
-			pytargets_thread_name(&g->targets, pid, tid, "", 0, name, sizeof(name));
-			if ((r = row_of(g, pid, tid, name))) {
-				r->wait_ns += now.wait_ns;
-				r->waits += now.waits;
-			}
-		} else if (was && was->ended) {
-			free_state(g, st->id, g->where[i]);
-			continue;
-		}
-		g->next_seen[kept++] = (struct wait_totals){ st->id, st->wait_ns, st->waits,
-							     !now.waits && !thread_exists(pid, tid) };
-	}
-	qsort(g->next_seen, kept, sizeof(*g->next_seen), by_id);
-	swap = g->seen;
-	g->seen = g->next_seen;
-	g->next_seen = swap;
-	g->nseen = kept;
 }
 
 static double pct(uint64_t part, uint64_t whole)
@@ -699,7 +594,7 @@ static void print_folded(struct pygil *g)
 /* The tables (or folded stacks) of the interval that ends now; then it starts afresh. */
 static void report(struct pygil *g, uint64_t now_ns)
 {
-	sweep_waits(g);
+	pygil_waits_sweep(&g->waits, g->base.prog, add_waits, g);
 	if (g->folded) {
 		print_folded(g);
 	} else {
@@ -829,12 +724,7 @@ static int start(struct tracker *t)
 	struct pygil *g = (struct pygil *)t;
 	struct bpfprog *p = t->prog;
 
-	g->states = calloc(MAX_STATES, sizeof(*g->states));
-	g->where = calloc(MAX_STATES, sizeof(*g->where));
-	g->slot_keys = calloc(PYGIL_WAIT_SLOTS, sizeof(*g->slot_keys));
-	g->seen = calloc(MAX_STATES, sizeof(*g->seen));
-	g->next_seen = calloc(MAX_STATES, sizeof(*g->next_seen));
-	if (!g->states || !g->where || !g->slot_keys || !g->seen || !g->next_seen) {
+	if (pygil_waits_init(&g->waits)) {
 		log_error("out of memory");
 		return -1;
 	}
@@ -869,7 +759,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	configure_targets(g);
 	sample_holders(g, now_ns);
 	if (now_ns >= g->next_sweep_ns) {
-		sweep_waits(g);
+		pygil_waits_sweep(&g->waits, g->base.prog, add_waits, g);
 		g->next_sweep_ns = now_ns + SWEEP_MS * 1000000ull;
 	}
 	t->poll_ms = (int)((g->next_sample_ns - now_ns) / 1000000) + 1; /* the runner wakes for the next */
@@ -911,11 +801,7 @@ static void destroy(struct tracker *t)
 	pyframes_buf_free(&g->holder_text);
 	pyhooks_free(g->hooks);
 	free(g->rows);
-	free(g->states);
-	free(g->where);
-	free(g->slot_keys);
-	free(g->seen);
-	free(g->next_seen);
+	pygil_waits_free(&g->waits);
 	free(g->text);
 }
 
