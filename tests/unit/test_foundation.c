@@ -1,4 +1,5 @@
-/* Unit tests for the shared modules that need neither root nor BPF. */
+/* Unit tests for the shared modules that need neither root nor BPF (one skips without root). */
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,11 +7,14 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "inetfmt.h"
@@ -260,12 +264,44 @@ static void procinfo_reads_own_ids(void **state)
 	char comm[32];
 	(void)state;
 	assert_int_equal(procinfo_nsids(getpid(), getpid(), &ids), 0);
-	assert_true(ids.pid > 0 && ids.tid == ids.pid);
+	assert_true(ids.pid > 0 && ids.tid == ids.pid && !ids.nested);
 	assert_int_equal(procinfo_comm(getpid(), getpid(), comm, sizeof(comm)), 0);
 	assert_string_equal(comm, "test_foundation");
 	assert_int_equal(procinfo_ppid(getpid()), getppid());
 	assert_true(procinfo_exists(getpid()));
 	assert_int_equal(procinfo_nsids(2147483600, 2147483600, &ids), -1);
+}
+
+/* A process that is pid 1 of a PID namespace of its own: nested, with its ids there. */
+static void procinfo_sees_a_nested_namespace(void **state)
+{
+	int fds[2];
+	pid_t child, inner = 0;
+	struct nsids ids = { 0 };
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	child = fork();
+	if (child == 0) {
+		/* the namespace is for the children of the one that unshares */
+		pid_t k = unshare(CLONE_NEWPID) ? -1 : fork();
+		if (k == 0) {
+			pause();
+			_exit(0);
+		}
+		if (write(fds[1], &k, sizeof(k)) != sizeof(k))
+			_exit(1);
+		waitpid(k, NULL, 0);
+		_exit(0);
+	}
+	assert_int_equal(read(fds[0], &inner, sizeof(inner)), sizeof(inner));
+	if (inner < 0) {
+		waitpid(child, NULL, 0);
+		skip(); /* unshare(CLONE_NEWPID) needs CAP_SYS_ADMIN */
+	}
+	assert_int_equal(procinfo_nsids(inner, inner, &ids), 0);
+	kill(inner, SIGKILL);
+	waitpid(child, NULL, 0);
+	assert_true(ids.nested && ids.pid == 1 && ids.tid == 1);
 }
 
 int main(void)
@@ -285,6 +321,7 @@ int main(void)
 		cmocka_unit_test(kheaders_user_dir_with_headers_is_used_as_is),
 		cmocka_unit_test(kbtf_finds_nested_members_and_refuses_unknown),
 		cmocka_unit_test(procinfo_reads_own_ids),
+		cmocka_unit_test(procinfo_sees_a_nested_namespace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
