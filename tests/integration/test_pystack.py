@@ -251,7 +251,10 @@ def test_cpu_split_70_30(pystack, pythons, targets):
         expected = cpu[name] * hz
         report.append("%s: pystack %.1f%% (%d samples, %d expected from %.2f CPU s) target %.1f%%" % (
             name, 100 * share, len(mine), expected, cpu[name], 100 * truth_a))
-        if na + nb < 200 or abs(share - truth_a) > 0.04 or abs(truth_a - 0.7) > 0.05 or \
+        # the truth is the target's own timing; its distance from 70% only shows that
+        # the split happened (it drifts with the interpreter and the load: sid-3.15
+        # measured itself at 76.2% in one full run on 2026-12-05, and pystack 76.3%)
+        if na + nb < 200 or abs(share - truth_a) > 0.04 or abs(truth_a - 0.7) > 0.1 or \
                 not 0.85 * expected <= len(mine) <= 1.05 * expected:
             failures.append(report[-1])
     print("\n".join(report))
