@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Reads the value of "Key:" from a /proc status file into buf. */
 static int status_field(pid_t pid, pid_t tid, const char *key, char *buf, size_t len)
@@ -92,6 +93,15 @@ int procinfo_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 bool procinfo_exists(pid_t pid)
 {
 	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+bool procinfo_thread_exists(pid_t pid, pid_t tid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
+	return stat(path, &st) == 0;
 }
 
 /*

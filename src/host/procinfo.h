@@ -16,6 +16,8 @@ int procinfo_nsids(pid_t pid, pid_t tid, struct nsids *out);
 /* /proc/PID/task/TID/comm without the newline; 0 or -1. */
 int procinfo_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 bool procinfo_exists(pid_t pid);
+/* Thread tid of process pid is there (/proc/PID/task/TID), not only some task with that id. */
+bool procinfo_thread_exists(pid_t pid, pid_t tid);
 /* Exists and is not a zombie: a process that exited but was not reaped yet is gone. */
 bool procinfo_alive(pid_t pid);
 /*

@@ -5,12 +5,11 @@
 #include <errno.h>
 #include <linux/types.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "log.h"
+#include "procinfo.h"
 #include "pygil.h"
 
 /* States read at most: every slot, and the hash waiting (as many as it holds). */
@@ -81,15 +80,6 @@ static int by_id(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static bool thread_exists(pid_t pid, pid_t tid)
-{
-	char path[64];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
-	return stat(path, &st) == 0;
-}
-
 /*
  * A state is freed when it did not grow since a sweep that found its thread ended: that
  * sweep looked after the thread's last wait, and this one read the state after that, so
@@ -125,7 +115,7 @@ void pygil_waits_sweep(struct pygil_waits *w, struct bpfprog *p, pygil_waits_fn 
 			continue;
 		}
 		w->next_seen[kept++] = (struct wait_totals){ st->id, st->wait_ns, st->waits,
-							     !now.waits && !thread_exists(pid, tid) };
+							     !now.waits && !procinfo_thread_exists(pid, tid) };
 	}
 	qsort(w->next_seen, kept, sizeof(*w->next_seen), by_id);
 	swap = w->seen;

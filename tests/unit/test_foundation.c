@@ -269,6 +269,8 @@ static void procinfo_reads_own_ids(void **state)
 	assert_string_equal(comm, "test_foundation");
 	assert_int_equal(procinfo_ppid(getpid()), getppid());
 	assert_true(procinfo_exists(getpid()));
+	assert_true(procinfo_thread_exists(getpid(), getpid()));
+	assert_false(procinfo_thread_exists(getpid(), getppid()));
 	assert_int_equal(procinfo_nsids(2147483600, 2147483600, &ids), -1);
 }
 
@@ -294,6 +296,8 @@ static void procinfo_sees_a_nested_namespace(void **state)
 		_exit(0);
 	}
 	assert_int_equal(read(fds[0], &inner, sizeof(inner)), sizeof(inner));
+	close(fds[0]);
+	close(fds[1]);
 	if (inner < 0) {
 		waitpid(child, NULL, 0);
 		skip(); /* unshare(CLONE_NEWPID) needs CAP_SYS_ADMIN */
