@@ -591,10 +591,17 @@ static void print_folded(struct pygil *g)
 		fflush(f);
 }
 
+/* The threads' waits since the last sweep into the rows; the next sweep SWEEP_MS from now. */
+static void sweep_waits(struct pygil *g, uint64_t now_ns)
+{
+	pygil_waits_sweep(&g->waits, g->base.prog, add_waits, g);
+	g->next_sweep_ns = now_ns + SWEEP_MS * 1000000ull;
+}
+
 /* The tables (or folded stacks) of the interval that ends now; then it starts afresh. */
 static void report(struct pygil *g, uint64_t now_ns)
 {
-	pygil_waits_sweep(&g->waits, g->base.prog, add_waits, g);
+	sweep_waits(g, now_ns);
 	if (g->folded) {
 		print_folded(g);
 	} else {
@@ -758,13 +765,12 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	t->done = pytargets_refresh(&g->targets, now_ns);
 	configure_targets(g);
 	sample_holders(g, now_ns);
-	if (now_ns >= g->next_sweep_ns) {
-		pygil_waits_sweep(&g->waits, g->base.prog, add_waits, g);
-		g->next_sweep_ns = now_ns + SWEEP_MS * 1000000ull;
-	}
 	t->poll_ms = (int)((g->next_sample_ns - now_ns) / 1000000) + 1; /* the runner wakes for the next */
+	/* a report sweeps too: no second sweep of its own in the same tick */
 	if (!t->done && g->interval_s && (double)(now_ns - g->interval_start_ns) >= g->interval_s * 1e9)
 		report(g, now_ns);
+	else if (now_ns >= g->next_sweep_ns)
+		sweep_waits(g, now_ns);
 	return 0;
 }
 
