@@ -5,8 +5,7 @@
  * It reads the network namespace it runs in (works under `ip netns exec`).
  */
 #include "tool.h"
-
-extern const struct tracker_ops hostnet_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "hostnet",

@@ -5,8 +5,7 @@
  * on the collector function of that version (builds with symbols, e.g. pyenv).
  */
 #include "tool.h"
-
-extern const struct tracker_ops pygc_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "pygc",

@@ -6,8 +6,7 @@
  * neither, and the holder stacks that made others wait longest (-f: folded).
  */
 #include "tool.h"
-
-extern const struct tracker_ops pygil_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "pygil",

@@ -4,8 +4,7 @@
  * src/trackers/pyhandoff.c.
  */
 #include "tool.h"
-
-extern const struct tracker_ops pyhandoff_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "pyhandoff",

@@ -4,8 +4,7 @@
  * scheduler tracepoints only. The tracker is src/trackers/pyoffcpu.c.
  */
 #include "tool.h"
-
-extern const struct tracker_ops pyoffcpu_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "pyoffcpu",

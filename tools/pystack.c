@@ -4,8 +4,7 @@
  * src/trackers/pystack.c.
  */
 #include "tool.h"
-
-extern const struct tracker_ops pystack_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "pystack",

@@ -3,8 +3,7 @@
  * process, from tracepoints only (this kernel has no kprobes).
  */
 #include "tool.h"
-
-extern const struct tracker_ops tcphandshake_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "tcphandshake",

@@ -4,8 +4,7 @@
  * tracepoints only (this kernel has no kprobes).
  */
 #include "tool.h"
-
-extern const struct tracker_ops tcploss_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "tcploss",
