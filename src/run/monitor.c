@@ -19,8 +19,14 @@ struct given {
 	const char *arg;
 };
 
+/* One --enable word: an entry of a tracker's monitor list, and the tracker. */
+struct slot {
+	const struct monitor_entry *e;
+	const struct tracker_ops *ops;
+};
+
 struct monitor {
-	const struct monitor_entry *entries;
+	struct slot entries[MAX_ENTRIES];
 	int n;
 	bool enabled[MAX_ENTRIES], any_enabled, all;
 	struct given given[MAX_FLAG_OPTS];
@@ -31,7 +37,7 @@ struct monitor {
 static int find_entry(const struct monitor *m, const char *name)
 {
 	for (int i = 0; i < m->n; i++)
-		if (!strcmp(m->entries[i].name, name))
+		if (!strcmp(m->entries[i].e->name, name))
 			return i;
 	return -1;
 }
@@ -50,7 +56,7 @@ static int enable(struct monitor *m, const char *list)
 			char names[256] = "";
 			for (int k = 0; k < m->n; k++)
 				snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", k ? " " : "",
-					 m->entries[k].name);
+					 m->entries[k].e->name);
 			return opts_usage_error("invalid --enable '%s': no tracker '%s' (known: %s)", list, tok, names);
 		}
 		m->enabled[i] = m->any_enabled = true;
@@ -115,12 +121,12 @@ static int left_out(const struct monitor *m, struct tracker **trackers, int nt, 
 
 	for (int e = 0; e < m->n; e++) {
 		bool running = false;
-		if (!m->entries[e].metric || !m->any_enabled || m->enabled[e])
+		if (!m->entries[e].e->metric || !m->any_enabled || m->enabled[e])
 			continue;
 		for (int i = 0; i < nt; i++)
 			running |= trackers[i]->ops == m->entries[e].ops;
 		if (running)
-			blocked[n++] = m->entries[e].metric;
+			blocked[n++] = m->entries[e].e->metric;
 	}
 	return n;
 }
@@ -252,7 +258,7 @@ static const struct opt *tracker_option(const struct tracker_ops *ops, const cha
 
 static struct monitor m;
 
-int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries, int n, int argc,
+int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *ops, int n, int argc,
 		 char **argv)
 {
 	static const struct opt head[] = {
@@ -271,20 +277,26 @@ int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries
 	int nt = 0, nopt = 0, nargs, rc = EXIT_USAGE;
 	struct sink *sink = NULL;
 
-	m.entries = entries;
-	m.n = n < MAX_ENTRIES ? n : MAX_ENTRIES;
 	log_progname = doc->name;
+	for (int i = 0; i < n; i++)
+		for (const struct monitor_entry *e = ops[i]->monitor; e && e->name; e++) {
+			if (m.n == MAX_ENTRIES) {
+				log_error("too many trackers (at most %d)", MAX_ENTRIES);
+				return EXIT_RUNTIME;
+			}
+			m.entries[m.n++] = (struct slot){ e, ops[i] };
+		}
 	for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
 		table[nopt++] = head[i];
 	for (int e = 0; e < m.n; e++)
-		for (int f = 0; f < MONITOR_MAX_FLAGS && entries[e].flags[f].flag; f++) {
+		for (int f = 0; f < MONITOR_MAX_FLAGS && m.entries[e].e->flags[f].flag; f++) {
 			int k = nopt - 3;
 			if (k >= MAX_FLAG_OPTS)
 				break;
 			m.flag_entry[k] = e;
 			m.flag_index[k] = f;
-			table[nopt++] = (struct opt){ OPT_FLAG_BASE + k, 0, entries[e].flags[f].flag,
-						      entries[e].flags[f].arg, entries[e].flags[f].help };
+			table[nopt++] = (struct opt){ OPT_FLAG_BASE + k, 0, m.entries[e].e->flags[f].flag,
+						      m.entries[e].e->flags[f].arg, m.entries[e].e->flags[f].help };
 		}
 	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
 		table[nopt++] = tail[i];
@@ -308,32 +320,32 @@ int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries
 			continue;
 		bool running = false;
 
-		if (m.all && entries[e].needs_pids) {
+		if (m.all && m.entries[e].e->needs_pids) {
 			if (m.any_enabled)
-				log_warn("%s traces -p pids only: left out with --all", entries[e].name);
+				log_warn("%s traces -p pids only: left out with --all", m.entries[e].e->name);
 			continue;
 		}
 		/* entries of one tracker (tcp_accept, tcp_connect) share one instance */
 		for (int i = 0; i < nt; i++)
-			running |= trackers[i]->ops == entries[e].ops;
+			running |= trackers[i]->ops == m.entries[e].ops;
 		if (running)
 			continue;
-		if (!(trackers[nt] = tracker_new(entries[e].ops, &common)))
+		if (!(trackers[nt] = tracker_new(m.entries[e].ops, &common)))
 			goto out;
 		nt++;
 	}
 	/* the original's per-tracker flags, as the tracker's own options */
 	for (int g = 0; g < m.ngiven; g++) {
-		const struct monitor_entry *e = &entries[m.given[g].entry];
-		const struct monitor_flag *f = &e->flags[m.given[g].flag];
+		const struct slot *s = &m.entries[m.given[g].entry];
+		const struct monitor_flag *f = &s->e->flags[m.given[g].flag];
 		struct tracker *t = NULL;
 		const struct opt *o;
 
 		for (int i = 0; i < nt; i++)
-			if (trackers[i]->ops == e->ops)
+			if (trackers[i]->ops == s->ops)
 				t = trackers[i];
 		if (!t) {
-			log_warn("--%s: %s is not running (not enabled); ignored", f->flag, e->name);
+			log_warn("--%s: %s is not running (not enabled); ignored", f->flag, s->e->name);
 			continue;
 		}
 		if (!f->option) /* what the tracker does anyway: accepted for old command lines */

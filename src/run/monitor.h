@@ -1,9 +1,10 @@
 /*
  * pymonitor's machinery: several trackers in one process, chosen with --enable,
  * sharing -p, -e, the sinks and one event loop (runner_run_each: one that cannot
- * attach is a warning). The tool names its trackers in a table; a tracker joins by
- * one entry: its name, its ops, and the original monitor's flags mapped onto the
- * tracker's own long options.
+ * attach is a warning). The tool passes the list of trackers (trackers.h); each
+ * tracker says in its ops (.monitor) what pymonitor calls it: its entries, each
+ * an --enable word and the original monitor's flags mapped onto the tracker's own
+ * long options.
  */
 #ifndef PYEBPF_MONITOR_H
 #define PYEBPF_MONITOR_H
@@ -22,9 +23,9 @@ struct monitor_flag {
 
 #define MONITOR_MAX_FLAGS 6
 
+/* An --enable word of the tracker whose ops.monitor lists it (ending with a NULL name). */
 struct monitor_entry {
-	const char *name;              /* the --enable word, e.g. "gc" */
-	const struct tracker_ops *ops;
+	const char *name; /* the --enable word, e.g. "gc" */
 	/*
 	 * When entries share a tracker (tcp_accept, tcp_connect: tcphandshake): the event
 	 * metric this one stands for; the tracker runs once, and the metrics of entries not
@@ -35,8 +36,12 @@ struct monitor_entry {
 	struct monitor_flag flags[MONITOR_MAX_FLAGS]; /* ending with a NULL flag */
 };
 
-/* Parses argv, runs the enabled trackers into the sinks; the exit code. */
-int monitor_main(const struct tool_doc *doc, const struct monitor_entry *entries, int n, int argc,
+/*
+ * Parses argv, runs the enabled ones of the n trackers into the sinks; the exit code.
+ * The --enable words are the trackers' monitor entries, in this order; a tracker
+ * without them (monitor NULL) is not offered.
+ */
+int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *trackers, int n, int argc,
 		 char **argv);
 
 #endif

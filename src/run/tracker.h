@@ -20,6 +20,7 @@
 #include "sink.h"
 
 struct tracker;
+struct monitor_entry;
 
 struct tracker_ops {
 	const char *name;                    /* e.g. "tcphandshake" */
@@ -32,6 +33,11 @@ struct tracker_ops {
 	 * alone (poll_ms: how long until it wants its next tick).
 	 */
 	const struct bpfprog_runtime *bpf;
+	/*
+	 * What pymonitor calls it (monitor.h): its --enable words and the original
+	 * monitor's flags, ending with a NULL name; NULL: not in pymonitor.
+	 */
+	const struct monitor_entry *monitor;
 	/* Defaults. */
 	void (*init)(struct tracker *t);
 	/* One of its options (id from its option table); 0, or -1 after a usage error. */

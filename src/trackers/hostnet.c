@@ -21,6 +21,7 @@
 #include "jsonfmt.h"
 #include "record.h"
 #include "sockdiag.h"
+#include "monitor.h"
 #include "tracker.h"
 
 enum {
@@ -501,11 +502,21 @@ static void destroy(struct tracker *t)
 	sockdiag_close(((struct hostnet *)t)->sd);
 }
 
+/* What pymonitor calls it, and the original monitor's flags as its own options. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "host_net_health",
+	  .flags = { { "hnh-interface", "interface", "IFACE", "host_net_health: counters of IFACE (default: the default route's)" },
+		     { "hnh-interval", "interval", "SECONDS", "host_net_health: seconds between snapshots (default 30)" },
+		     { "hnh-procs", "procs", "LIST", "host_net_health: fd usage of these process names" } } },
+	{ 0 },
+};
+
 const struct tracker_ops hostnet_tracker = {
 	.name = "hostnet",
 	.size = sizeof(struct hostnet),
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.prepare = prepare,

@@ -21,6 +21,7 @@
 #include "pyframes.h"
 #include "pytargets.h"
 #include "record.h"
+#include "monitor.h"
 #include "tracker.h"
 #include "utf8.h"
 
@@ -561,12 +562,19 @@ static void destroy(struct tracker *t)
 	free(g->text);
 }
 
+/* What pymonitor calls it, and the original monitor's flags as its own options. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "gc" },
+	{ 0 },
+};
+
 const struct tracker_ops pygc_tracker = {
 	.name = "pygc",
 	.size = sizeof(struct pygc),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.check = check,

@@ -29,6 +29,7 @@
 #include "pytargets.h"
 #include "record.h"
 #include "stackagg.h"
+#include "monitor.h"
 #include "tracker.h"
 
 extern const char pygil_bpf_text[];
@@ -811,12 +812,23 @@ static void destroy(struct tracker *t)
 	free(g->text);
 }
 
+/* What pymonitor calls it, and the original monitor's flags as its own options. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "gil",
+	  .needs_pids = true,
+	  .flags = { { "gil-min-wait-ms", "min-wait-ms", "MS", "gil: only GIL waits of MS or more (default 1.0)" },
+		     { "gil-py-enable", NULL, NULL, "gil: the waiter's and holder's Python stacks (always walked)" },
+		     { "gil-py-min-ms", "py-min-ms", "MS", "gil: Python stacks only of waits of MS or more" } } },
+	{ 0 },
+};
+
 const struct tracker_ops pygil_tracker = {
 	.name = "pygil",
 	.size = sizeof(struct pygil),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.check = check,

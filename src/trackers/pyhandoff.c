@@ -24,6 +24,7 @@
 #include "pyhandoff.h"
 #include "pytargets.h"
 #include "record.h"
+#include "monitor.h"
 #include "tracker.h"
 
 extern const char pyhandoff_bpf_text[];
@@ -605,12 +606,19 @@ static void destroy(struct tracker *t)
 	pytargets_free(&h->named);
 }
 
+/* What pymonitor calls it, and the original monitor's flags as its own options. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "handoff", .flags = { { "handoff-min-ms", "min-ms", "MS", "handoff: only waits of MS or more" } } },
+	{ 0 },
+};
+
 const struct tracker_ops pyhandoff_tracker = {
 	.name = "pyhandoff",
 	.size = sizeof(struct pyhandoff),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.check = check,

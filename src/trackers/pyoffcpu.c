@@ -31,6 +31,7 @@
 #include "record.h"
 #include "symbols.h"
 #include "tpformat.h"
+#include "monitor.h"
 #include "tracker.h"
 
 extern const char pyoffcpu_bpf_text[];
@@ -727,12 +728,24 @@ static void destroy(struct tracker *t)
 		symbols_close(o->syms);
 }
 
+/* What pymonitor calls it, and the original monitor's flags as its own options. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "offcpu",
+	  .needs_pids = true,
+	  .flags = { { "offcpu-min-total-ms", "min-ms", "MS", "offcpu: only periods off the CPU of MS or more (default 20)" },
+		     { "offcpu-max-stack-depth", "max-stack-depth", "N", "offcpu: frames kept per stack (default 20)" },
+		     { "offcpu-py-enable", NULL, NULL, "offcpu: the Python stack (always walked)" },
+		     { "offcpu-py-min-ms", "py-min-ms", "MS", "offcpu: Python stacks only of periods of MS or more" } } },
+	{ 0 },
+};
+
 const struct tracker_ops pyoffcpu_tracker = {
 	.name = "pyoffcpu",
 	.size = sizeof(struct pyoffcpu),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.check = check,

@@ -23,6 +23,7 @@
 #include "record.h"
 #include "stackagg.h"
 #include "topview.h"
+#include "monitor.h"
 #include "tracker.h"
 
 extern const char pystack_bpf_text[];
@@ -489,12 +490,20 @@ static void destroy(struct tracker *t)
 	pyframes_buf_free(&ps->text);
 }
 
+/* What pymonitor calls it, and the original monitor's flags as its own options. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "py_stack",
+	  .flags = { { "pystack-frequency", "frequency", "HZ", "py_stack: samples per second and CPU (default 99)" } } },
+	{ 0 },
+};
+
 const struct tracker_ops pystack_tracker = {
 	.name = "pystack",
 	.size = sizeof(struct pystack),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.check = check,

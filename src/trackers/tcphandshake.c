@@ -16,6 +16,7 @@
 #include "pytargets.h"
 #include "record.h"
 #include "tcphandshake.h"
+#include "monitor.h"
 #include "tracker.h"
 
 extern const char tcphandshake_bpf_text[];
@@ -256,12 +257,20 @@ static void destroy(struct tracker *t)
 	pytargets_free(&((struct tcphandshake *)t)->named);
 }
 
+/* What pymonitor calls it, and the original monitor's flags as its own options. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "tcp_accept", .metric = "tcp_accept" },
+	{ .name = "tcp_connect", .metric = "tcp_connect" },
+	{ 0 },
+};
+
 const struct tracker_ops tcphandshake_tracker = {
 	.name = "tcphandshake",
 	.size = sizeof(struct tcphandshake),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.prepare = prepare,

@@ -19,6 +19,7 @@
 #include "record.h"
 #include "tcploss.h"
 #include "tpformat.h"
+#include "monitor.h"
 #include "tracker.h"
 
 extern const char tcploss_bpf_text[];
@@ -518,12 +519,20 @@ static void destroy(struct tracker *t)
 	free(l->conns_before.rows);
 }
 
+/* What pymonitor calls it, and the original monitor's flags as its own options. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "tcp_loss",
+	  .flags = { { "loss-filter-ip", "filter-ip", "IP", "tcp_loss: only connections with IP on either side" } } },
+	{ 0 },
+};
+
 const struct tracker_ops tcploss_tracker = {
 	.name = "tcploss",
 	.size = sizeof(struct tcploss),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.check = check,
