@@ -3,9 +3,11 @@
  * integration tests (test_trackers_in_one.py).
  *
  *   trackers_in_one TRACKER [OPTIONS] [-- TRACKER [OPTIONS]]...
+ *   trackers_in_one --list
  *
  * Each tracker takes its own tool's options; the first one's -j, -e and -d decide
- * for the whole run (one sink, one duration).
+ * for the whole run (one sink, one duration). The trackers are those of trackers.h;
+ * --list names them, one a line (bench/trackers.sh).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +15,9 @@
 #include "log.h"
 #include "runner.h"
 #include "sink.h"
+#include "trackers.h"
 
-extern const struct tracker_ops tcphandshake_tracker, tcploss_tracker, hostnet_tracker, pystack_tracker,
-	pygc_tracker, pyhandoff_tracker;
-
-static const struct tracker_ops *const known[] = { &tcphandshake_tracker, &tcploss_tracker,
-						   &hostnet_tracker,      &pystack_tracker,
-						   &pygc_tracker,         &pyhandoff_tracker };
+static const struct tracker_ops *const known[] = { PYEBPF_TRACKERS(PYEBPF_TRACKER_ADDRESS) };
 
 enum { MAX_TRACKERS = 8 };
 
@@ -58,6 +56,11 @@ int main(int argc, char **argv)
 	struct sink *sink;
 	int n = 0, rc = EXIT_USAGE;
 
+	if (argc == 2 && !strcmp(argv[1], "--list")) {
+		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+			printf("%s\n", known[i]->name);
+		return EXIT_OK;
+	}
 	for (int i = 1; i < argc && n < MAX_TRACKERS;) {
 		int end = i;
 
@@ -71,7 +74,7 @@ int main(int argc, char **argv)
 	}
 	log_progname = "trackers_in_one";
 	if (!n) {
-		fprintf(stderr, "usage: trackers_in_one TRACKER [OPTIONS] [-- TRACKER [OPTIONS]]...\n");
+		fprintf(stderr, "usage: trackers_in_one TRACKER [OPTIONS] [-- TRACKER [OPTIONS]]... | --list\n");
 		return EXIT_USAGE;
 	}
 	/* one sink and one clock: what a tracker prints depends on them (pystack -j: samples) */
