@@ -107,7 +107,7 @@ $(BUILD)/bpfcheck_helper: $(BUILD)/lib/bpf/bpfcheck_helper.o $(BUILD)/libpyebpf.
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
 
-$(BUILD)/bpfcheck/%.ok: $(BUILD)/% $(BUILD)/bpfcheck_helper src/bpf/bpfcheck.sh
+$(BUILD)/bpfcheck/%.ok: $(BUILD)/% $(BUILD)/bpfcheck_helper src/bpf/bpfcheck.sh bpf_text/%.bpf.c
 	$(call say,BPFCHK,$*)
 	$(Q)mkdir -p $(@D)
 	$(Q)sh src/bpf/bpfcheck.sh $(BUILD) $* && touch $@

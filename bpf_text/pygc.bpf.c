@@ -12,6 +12,8 @@
  * collecting thread's Python stack when the collection ends: the frames that
  * triggered it, still on the chain); offsets -DOFF_* from BTF.
  */
+// The build also checks the text with these options (src/bpf/bpfcheck.sh):
+// bpfcheck: --stack -g 2 --min-ms 1
 #include "pygc.h"
 #define PYEBPF_NCOUNTERS PYGC_CNT_MAX
 #include "pyebpf.bpf.h"

@@ -25,6 +25,9 @@
  * and the holder's from its thread state, python.bpf.h) with -DPY_MIN_NS (only for waits
  * of at least this); offsets -DOFF_* from BTF.
  */
+// The build also checks the text with these options (src/bpf/bpfcheck.sh):
+// bpfcheck: --no-stacks --min-wait-ms 0 --hook take_gil
+// bpfcheck: --py-min-ms 1
 #include "pygil.h"
 #define PYEBPF_NCOUNTERS PYGIL_CNT_MAX
 #include "pyebpf.bpf.h"

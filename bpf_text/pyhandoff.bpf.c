@@ -18,6 +18,8 @@
  * Options: -DFILTER_PIDS, -DPYEBPF_RINGBUF_PAGES (pyebpf.bpf.h), -DFOLLOW_CHILDREN;
  * offsets -DOFF_* from BTF.
  */
+// The build also checks the text with these options (src/bpf/bpfcheck.sh):
+// bpfcheck: -p {pid} --children --min-ms 1
 #include "pyhandoff.h"
 #define PYEBPF_NCOUNTERS HANDOFF_CNT_MAX
 #include "pyebpf.bpf.h"

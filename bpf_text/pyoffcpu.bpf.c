@@ -15,6 +15,9 @@
  * -DWALK_PYTHON, -DMAX_STACK_DEPTH, -DPY_MAX_DEPTH, -DPYEBPF_RINGBUF_PAGES; offsets
  * -DOFF_* from BTF.
  */
+// The build also checks the text with these options (src/bpf/bpfcheck.sh):
+// bpfcheck: -p {pid} -f
+// bpfcheck: -p {pid} -o {tmp}/offcpu.txt
 #include "pyoffcpu.h"
 #define PYEBPF_NCOUNTERS OFFCPU_CNT_MAX
 #include "pyebpf.bpf.h"

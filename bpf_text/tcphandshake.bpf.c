@@ -5,6 +5,9 @@
  * ESTABLISHED, then to the application's accept() (syscall exit, in its thread).
  * Options: -DPORT, -DFAMILY, -DMIN_NS, -DFILTER_PIDS; offsets -DOFF_* from BTF.
  */
+// The build also checks the text with these options (src/bpf/bpfcheck.sh):
+// bpfcheck: -p {pid} --port 80 --min-us 5 -4
+// bpfcheck: -6
 #include "tcphandshake.h"
 #define PYEBPF_NCOUNTERS TCPHS_CNT_MAX
 #include "pyebpf.bpf.h"

@@ -7,6 +7,9 @@
  * Options: -DPORT, -DFAMILY, -DFILTER_IP_*, -DFILTER_PIDS, -DCONN_COUNTS,
  * -DHAVE_RST_REASON, -DHAVE_RETRANS_ERR.
  */
+// The build also checks the text with these options (src/bpf/bpfcheck.sh):
+// bpfcheck: -p {pid} --connections --port 80 --filter-ip 10.0.0.7
+// bpfcheck: --filter-ip ::1
 #ifdef HAVE_RST_REASON
 /*
  * libbcc 0.26 copies tcp_send_reset's "enum sk_rst_reason reason" field into the

@@ -16,8 +16,10 @@
 #    there, made from the tracepoint's format file by bpfcheck_helper (tpformat.c);
 #  - against pyebpf's built-in kernel header set, and also against the tree the
 #    tools use on this machine (kheaders.c's order) when that is another one.
-# Some tools are also run with options that turn on the #ifdef'd parts of their
-# text (variants below: add a line when a tool gains one). Errors name
+# A tool is also run with the options that turn on the #ifdef'd parts of its text,
+# which its bpf_text/TOOL.bpf.c lists beside the text, one run a line:
+#   // bpfcheck: -p {pid} --min-ms 1
+# ({pid}: a running process, {tmp}: a scratch folder). Errors name
 # bpf_text/FILE:LINE (embed_bpf.sh's #line markers). Warnings count as errors: at
 # run time they would reach the user's terminal.
 #
@@ -37,19 +39,16 @@ fail() {
 	exit 1
 }
 
-# Options that turn on what the default text leaves out (-p: an existing pid).
+src=$(dirname "$0")/../../bpf_text/$tool.bpf.c
+
+# The default text, then the variants its source lists (// bpfcheck: OPTIONS).
 variants() {
 	echo ""
-	case $1 in
-	pygc) echo "--stack -g 2 --min-ms 1" ;;
-	pyhandoff) echo "-p $$ --children --min-ms 1" ;;
-	pyoffcpu) echo "-p $$ -f" && echo "-p $$ -o $tmp/offcpu.txt" ;;
-	tcphandshake) echo "-p $$ --port 80 --min-us 5 -4" && echo "-6" ;;
-	tcploss) echo "-p $$ --connections --port 80 --filter-ip 10.0.0.7" && echo "--filter-ip ::1" ;;
-	esac
+	sed -n 's|^// bpfcheck: *||p' "$src" | sed "s|{pid}|$$|g; s|{tmp}|$tmp|g"
 }
 
 command -v "$clang" >/dev/null || fail "$clang not found (make deps installs clang)"
+[ -r "$src" ] || fail "no $src"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pyebpf-bpfcheck-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/cwd" "$tmp/builtin"
@@ -140,7 +139,7 @@ with_tp_structs() { # IN OUT
 	awk -v dir="$tmp/tp" "$tp_awk" "$1" > "$2"
 }
 
-variants "$tool" | while IFS= read -r opts; do
+variants | while IFS= read -r opts; do
 	# shellcheck disable=SC2086 # opts is a word list
 	if ! "$exe" --ebpf $opts > "$tmp/text.c" 2> "$tmp/err"; then
 		cat "$tmp/err" >&2
