@@ -248,7 +248,7 @@ static struct sink *filtered(struct sink *inner, const struct monitor *m, struct
 	return &f->base;
 }
 
-static const struct opt *tracker_option(const struct tracker_ops *ops, const char *name)
+static const struct opt *option_named(const struct tracker_ops *ops, const char *name)
 {
 	for (const struct opt *o = ops->options; o->name; o++)
 		if (!strcmp(o->name, name))
@@ -350,7 +350,7 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 		}
 		if (!f->option) /* what the tracker does anyway: accepted for old command lines */
 			continue;
-		if (!(o = tracker_option(t->ops, f->option)) || t->ops->option(t, o->id, m.given[g].arg))
+		if (!(o = option_named(t->ops, f->option)) || tracker_option(t, o->id, m.given[g].arg))
 			goto out;
 	}
 	for (int i = 0; i < nt; i++)

@@ -151,6 +151,11 @@ static int run(struct tracker *const *all, int n, const struct common_opts *comm
 	for (int i = 0; i < n; i++)
 		if (trackers[i]->ops->prepare(trackers[i]) && !leave(trackers, &n, &i, lenient, "inspect its targets"))
 			return EXIT_RUNTIME;
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->text && !trackers[i]->ops->bpf) { /* against tracker.h: a bug */
+			log_error("%s: BPF text without a BPF runtime (ops.bpf)", trackers[i]->ops->name);
+			return EXIT_RUNTIME;
+		}
 	if (common->print_ebpf)
 		return print_texts(trackers, n);
 

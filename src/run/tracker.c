@@ -16,11 +16,14 @@ struct tracker *tracker_new(const struct tracker_ops *ops, const struct common_o
 	return t;
 }
 
+int tracker_option(struct tracker *t, int id, const char *arg)
+{
+	return t->ops->option ? t->ops->option(t, id, arg) : -1;
+}
+
 static int on_option(int id, const char *arg, void *ctx)
 {
-	struct tracker *t = ctx;
-
-	return t->ops->option ? t->ops->option(t, id, arg) : -1;
+	return tracker_option(ctx, id, arg);
 }
 
 int tracker_parse_args(struct tracker *t, const struct tool_doc *doc, struct common_opts *common,

@@ -7,6 +7,11 @@
  * The runner calls, in this order: init, option (per option), check, prepare; then
  * compiles text with cflags (when prepare set text), calls start, then tick after
  * every poll until the run ends, drains the buffers, calls finish and destroy.
+ *
+ * The contract: name, size, options, schemas, prepare and start are mandatory;
+ * every other member may be NULL, and then nothing is done in its place (no option
+ * of its own is accepted without option). The callers (tracker.c, runner.c,
+ * monitor.c) call a mandatory one unconditionally and test every other one.
  */
 #ifndef PYEBPF_TRACKER_H
 #define PYEBPF_TRACKER_H
@@ -23,38 +28,50 @@ struct tracker;
 struct monitor_entry;
 
 struct tracker_ops {
+	/* Mandatory. */
 	const char *name;                    /* e.g. "tcphandshake" */
 	size_t size;                         /* of the tracker's struct */
 	const struct opt *options;           /* its option table, the shared tail included */
 	const struct schema *const *schemas; /* every record it emits, NULL-terminated */
 	/*
-	 * The BPF runtime that compiles and reads its text (&bpfprog_runtime), or NULL for
-	 * a tracker without BPF: it needs no privileges, and it is ticked by the timeout
-	 * alone (poll_ms: how long until it wants its next tick).
+	 * May be NULL. The BPF runtime that compiles and reads its text (&bpfprog_runtime),
+	 * or NULL for a tracker without BPF: it needs no privileges, its prepare leaves
+	 * text NULL, and it is ticked by the timeout alone (poll_ms: how long until it
+	 * wants its next tick).
 	 */
 	const struct bpfprog_runtime *bpf;
 	/*
-	 * What pymonitor calls it (monitor.h): its --enable words and the original
-	 * monitor's flags, ending with a NULL name; NULL: not in pymonitor.
+	 * May be NULL. What pymonitor calls it (monitor.h): its --enable words and the
+	 * original monitor's flags, ending with a NULL name; NULL: not in pymonitor.
 	 */
 	const struct monitor_entry *monitor;
-	/* Defaults. */
+	/* May be NULL (the struct is zeroed). Defaults. */
 	void (*init)(struct tracker *t);
-	/* One of its options (id from its option table); 0, or -1 after a usage error. */
+	/*
+	 * May be NULL when options has none of its own. One of its options (id from its
+	 * option table); 0, or -1 after a usage error.
+	 */
 	int (*option)(struct tracker *t, int id, const char *arg);
-	/* After all options: 0, or -1 after a usage error (the tool exits 2). */
+	/* May be NULL. After all options: 0, or -1 after a usage error (the tool exits 2). */
 	int (*check)(struct tracker *t);
 	/*
-	 * Inspects targets and sets text and cflags (text stays NULL for a tracker
-	 * without BPF). 0, or -1 after an error message.
+	 * Mandatory. Inspects targets and sets text and cflags (text stays NULL for a
+	 * tracker without BPF). 0, or -1 after an error message.
 	 */
 	int (*prepare)(struct tracker *t);
-	/* prog is compiled (or NULL without text): fill maps, open buffers, attach, set banner. */
+	/*
+	 * Mandatory. prog is compiled (or NULL without text): fill maps, open buffers,
+	 * attach, set banner. 0, or -1 after an error message.
+	 */
 	int (*start)(struct tracker *t);
-	/* After every poll, with CLOCK_MONOTONIC now: refresh targets, print -i tables. -1: fatal. */
+	/*
+	 * May be NULL (then it is never done before the deadline or a signal). After every
+	 * poll, with CLOCK_MONOTONIC now: refresh targets, print -i tables, set done. -1: fatal.
+	 */
 	int (*tick)(struct tracker *t, uint64_t now_ns);
-	/* Everything is drained: end-of-run tables and the summary. */
+	/* May be NULL. Everything is drained: end-of-run tables and the summary. */
 	void (*finish)(struct tracker *t);
+	/* May be NULL. Frees what it holds (not the struct: tracker_free does). */
 	void (*destroy)(struct tracker *t);
 };
 
@@ -73,6 +90,8 @@ struct tracker {
 
 /* A new tracker of ops with its defaults (init), or NULL when out of memory. */
 struct tracker *tracker_new(const struct tracker_ops *ops, const struct common_opts *common);
+/* One of t's own options (ops->option): 0, or -1 after a usage error or without option. */
+int tracker_option(struct tracker *t, int id, const char *arg);
 /*
  * A tool's command line into t (its own options) and common (the shared ones), then
  * its check. 0, or -1 after a usage error message (the tool exits 2).
