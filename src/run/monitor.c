@@ -370,13 +370,9 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 	schemas[nschemas] = NULL;
 	if (!(sink = sinks_open(&common, &list, 1)) || !(sink = filtered(sink, &m, trackers, nt)))
 		goto out;
-	for (int i = 0; i < nt; i++)
-		trackers[i]->sink = sink;
-	rc = runner_run_each(trackers, nt, &common);
+	rc = runner_run_each(trackers, nt, sink, &common);
 	if (sink_close(sink) && rc == EXIT_OK)
 		rc = EXIT_RUNTIME;
-	for (int i = 0; i < nt; i++)
-		trackers[i]->sink = NULL;
 out:
 	for (int i = 0; i < nt; i++)
 		tracker_free(trackers[i]);

@@ -126,10 +126,10 @@ static bool leave(struct tracker **trackers, int *n, int *i, bool lenient, const
 	return *n > 0;
 }
 
-static int run(struct tracker *const *all, int n, const struct common_opts *common, bool lenient)
+static int run(struct tracker *const *all, int n, struct sink *sink, const struct common_opts *common,
+	       bool lenient)
 {
 	struct tracker *trackers[MAX_RUN_TRACKERS];
-	struct sink *sink = n ? all[0]->sink : NULL;
 	uint64_t deadline_ns = 0;
 	int rc = EXIT_RUNTIME;
 
@@ -192,12 +192,27 @@ static int run(struct tracker *const *all, int n, const struct common_opts *comm
 	return rc;
 }
 
-int runner_run(struct tracker *const *trackers, int n, const struct common_opts *common)
+/* run with every tracker's records going to sink, and no tracker keeping it after */
+static int run_into(struct tracker *const *trackers, int n, struct sink *sink, const struct common_opts *common,
+		    bool lenient)
 {
-	return run(trackers, n, common, false);
+	int rc;
+
+	for (int i = 0; i < n; i++)
+		trackers[i]->sink = sink;
+	rc = run(trackers, n, sink, common, lenient);
+	for (int i = 0; i < n; i++)
+		trackers[i]->sink = NULL;
+	return rc;
 }
 
-int runner_run_each(struct tracker *const *trackers, int n, const struct common_opts *common)
+int runner_run(struct tracker *const *trackers, int n, struct sink *sink, const struct common_opts *common)
 {
-	return run(trackers, n, common, true);
+	return run_into(trackers, n, sink, common, false);
+}
+
+int runner_run_each(struct tracker *const *trackers, int n, struct sink *sink,
+		    const struct common_opts *common)
+{
+	return run_into(trackers, n, sink, common, true);
 }

@@ -10,14 +10,18 @@
 
 /*
  * Runs trackers (prepared by their options) to the end; --ebpf prints their text
- * instead. Returns the tool's exit code.
+ * instead. Returns the tool's exit code. sink is the run's one sink: every tracker's
+ * records go there (the runner sets each one's sink for the run, NULL again after);
+ * the runner flushes it after every poll and ends the run when it fails or its
+ * reader goes away. The caller opens it and closes it after.
  */
-int runner_run(struct tracker *const *trackers, int n, const struct common_opts *common);
+int runner_run(struct tracker *const *trackers, int n, struct sink *sink, const struct common_opts *common);
 /*
  * The same for a run of several independent trackers (pymonitor): one that cannot
  * inspect its targets, compile or attach is a warning naming it, and the others run
  * (1 when none can). The caller still frees every tracker.
  */
-int runner_run_each(struct tracker *const *trackers, int n, const struct common_opts *common);
+int runner_run_each(struct tracker *const *trackers, int n, struct sink *sink,
+		    const struct common_opts *common);
 
 #endif

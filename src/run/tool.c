@@ -9,6 +9,7 @@ int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int arg
 {
 	struct common_opts common = { 0 };
 	struct tracker *t = tracker_new(ops, &common);
+	struct sink *sink;
 	int rc = EXIT_RUNTIME;
 
 	if (!t)
@@ -17,13 +18,12 @@ int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int arg
 		tracker_free(t);
 		return EXIT_USAGE;
 	}
-	t->sink = sinks_open(&common, &ops->schemas, 1);
-	if (t->sink)
-		rc = runner_run(&t, 1, &common);
+	sink = sinks_open(&common, &ops->schemas, 1);
+	if (sink)
+		rc = runner_run(&t, 1, sink, &common);
 	/* results that could not be written make the run a failure */
-	if (sink_close(t->sink) && rc == EXIT_OK)
+	if (sink_close(sink) && rc == EXIT_OK)
 		rc = EXIT_RUNTIME;
-	t->sink = NULL;
 	tracker_free(t);
 	return rc;
 }

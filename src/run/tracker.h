@@ -78,7 +78,7 @@ struct tracker_ops {
 struct tracker {
 	const struct tracker_ops *ops;
 	const struct common_opts *common; /* -p, -e, -j, --kernel-headers of the run */
-	struct sink *sink;                /* where its records go */
+	struct sink *sink;                /* where its records go: the run's one sink, set by the runner */
 	const char *text;                 /* its BPF text, set by prepare */
 	struct cflags cflags;             /* -D options for the compile, set by prepare */
 	struct bpfprog *prog;             /* compiled from text by the runner */

@@ -86,9 +86,7 @@ int main(int argc, char **argv)
 	sink = sink_stdout_open(common[0].json, common[0].env);
 	rc = EXIT_RUNTIME;
 	if (sink) {
-		for (int i = 0; i < n; i++)
-			trackers[i]->sink = sink;
-		rc = runner_run(trackers, n, &common[0]);
+		rc = runner_run(trackers, n, sink, &common[0]);
 		if (sink_close(sink) && rc == EXIT_OK)
 			rc = EXIT_RUNTIME;
 	}
