@@ -7,7 +7,9 @@ The workload is one Python process that spins, collects garbage every 50 ms and 
 loopback TCP connection every 20 ms (its threads sleep, so they wait for the spinner's
 GIL and are off the CPU); hostnet samples every second. pyhandoff and
 tcploss need a server or packet loss to have events: they run (and are counted in the
-RSS) but have no first event here.
+RSS) but have no first event here. The tools are the trackers of the list
+(src/trackers/trackers.h) as trackers_in_one --list names them, each on -p PID when it
+takes one (else every second: -i 1); their event metrics come from --fields.
 """
 import json
 import os
@@ -18,9 +20,24 @@ import tempfile
 import time
 
 rounds, build = int(sys.argv[1]), sys.argv[2]
-METRICS = {"gc_pause": "pygc", "py_stack": "pystack", "tcp_connect": "tcphandshake",
-           "tcp_accept": "tcphandshake", "host_net_health": "hostnet", "gil_wait": "pygil",
-           "off_cpu": "pyoffcpu"}
+NOT_HERE = {"handoff", "tcp_loss"}  # no server, no packet loss: no event
+TOOLS = subprocess.run([build + "/tests/trackers_in_one", "--list"], stdout=subprocess.PIPE,
+                       check=True, text=True).stdout.split()
+
+
+def event_metrics(tool):
+    out = subprocess.run([build + "/" + tool, "--fields"], stdout=subprocess.PIPE, check=True,
+                         text=True).stdout
+    rows = [l.split("\t") for l in out.splitlines()[1:]]
+    return list(dict.fromkeys(r[0] for r in rows if r[1] == "event"))
+
+
+def takes_pid(tool):
+    out = subprocess.run([build + "/" + tool, "--help"], stdout=subprocess.PIPE, text=True).stdout
+    return "--pid" in out
+
+
+METRICS = {m: t for t in TOOLS for m in event_metrics(t) if m not in NOT_HERE}
 WORKLOAD = r'''
 import gc, socket, sys, threading, time
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(128)
@@ -83,10 +100,8 @@ try:
     assert w.stdout.readline().strip() == b"ready"
     pid = str(w.pid)
     one = [[build + "/pymonitor", "-j", "-p", pid, "--hnh-interval", "1"]]
-    separate = [[build + "/" + t, "-j"] + a for t, a in (
-        ("pygc", ["-p", pid]), ("pystack", ["-p", pid]), ("tcphandshake", ["-p", pid]),
-        ("hostnet", ["-i", "1"]), ("pyhandoff", ["-p", pid]), ("tcploss", ["-p", pid]),
-        ("pygil", ["-p", pid]), ("pyoffcpu", ["-p", pid]))]
+    separate = [[build + "/" + t, "-j"] + (["-p", pid] if takes_pid(t) else ["-i", "1"])
+                for t in TOOLS]
     res = {"pymonitor": [], "separate": []}
     for _ in range(rounds):
         res["pymonitor"].append(run(one))
@@ -95,7 +110,7 @@ finally:
     w.kill()
     w.wait()
 
-print("   %-30s %12s %12s" % ("median over %d rounds" % rounds, "pymonitor", "8 tools"))
+print("   %-30s %12s %12s" % ("median over %d rounds" % rounds, "pymonitor", "%d tools" % len(TOOLS)))
 for m in METRICS:
     a = [r[0].get(m) for r in res["pymonitor"]]
     b = [r[0].get(m) for r in res["separate"]]
