@@ -18,6 +18,7 @@
 // The build also checks the text with these options (src/bpf/bpfcheck.sh):
 // bpfcheck: -p {pid} -f
 // bpfcheck: -p {pid} -o {tmp}/offcpu.txt
+// bpfcheck: -p {pid} --no-py
 #include "pyoffcpu.h"
 #define PYEBPF_NCOUNTERS OFFCPU_CNT_MAX
 #include "pyebpf.bpf.h"
