@@ -15,42 +15,49 @@
 #include "schema.h"
 
 /* Common fields; col: position among the columns (0: JSON only). */
-#define FIELD_PID(col) { "pid", FIELD_INT, NULL, "host process id", col, "PID", 7, NULL }
-#define FIELD_TID(col) { "tid", FIELD_INT, NULL, "host thread id", col, "TID", 7, NULL }
+#define FIELD_PID(col) { .name = "pid", .type = FIELD_INT, COLUMN(col, "PID", 7), .meaning = "host process id" }
+#define FIELD_TID(col) { .name = "tid", .type = FIELD_INT, COLUMN(col, "TID", 7), .meaning = "host thread id" }
 #define FIELD_CONTAINER_PID                                                                   \
-	{ "container_pid", FIELD_INT, NULL,                                                   \
-	  "process id in its own PID namespace (equal to pid outside containers)", 0, NULL, 0, NULL }
+	{ .name = "container_pid", .type = FIELD_INT,                                         \
+	  .meaning = "process id in its own PID namespace (equal to pid outside containers)" }
 #define FIELD_CONTAINER_TID                                                                   \
-	{ "container_tid", FIELD_INT, NULL,                                                   \
-	  "thread id in its own PID namespace (equal to tid outside containers)", 0, NULL, 0, NULL }
-#define FIELD_COMM(col) { "comm", FIELD_STR, NULL, "the thread's comm at the time", col, "COMM", -15, NULL }
-#define FIELD_THREAD_NAME(col) \
-	{ "thread_name", FIELD_STR, NULL, "the Python thread's name (MainThread for the main thread), else its comm", col, "THREAD", -16, NULL }
-#define FIELD_TIME(col) { "time", FIELD_TIME, NULL, "wall-clock time, UTC, ISO 8601 with microseconds", col, "TIME", -27, NULL }
+	{ .name = "container_tid", .type = FIELD_INT,                                         \
+	  .meaning = "thread id in its own PID namespace (equal to tid outside containers)" }
+#define FIELD_COMM(col)                                                                       \
+	{ .name = "comm", .type = FIELD_STR, COLUMN_LEFT(col, "COMM", 15),                    \
+	  .meaning = "the thread's comm at the time" }
+#define FIELD_THREAD_NAME(col)                                                                \
+	{ .name = "thread_name", .type = FIELD_STR, COLUMN_LEFT(col, "THREAD", 16),           \
+	  .meaning = "the Python thread's name (MainThread for the main thread), else its comm" }
+#define FIELD_TIME(col)                                                                       \
+	{ .name = "time", .type = FIELD_TIME, COLUMN_LEFT(col, "TIME", 27),                   \
+	  .meaning = "wall-clock time, UTC, ISO 8601 with microseconds" }
 
 /*
  * A connection's "family" and endpoints (record_set_family, record_set_endpoints):
  * src and dst name the sides ("the local side"); col (> 0) is SRC's column, SPORT,
  * DST and DPORT follow.
  */
-#define FIELD_FAMILY { "family", FIELD_STR, NULL, "ipv4 or ipv6", 0, NULL, 0, NULL }
-#define FIELD_ENDPOINTS(col, src, dst)                                                 \
-	{ "src_ip", FIELD_STR, NULL, src "'s address", col, "SRC", 15, NULL },          \
-	{ "src_port", FIELD_INT, NULL, src "'s port", (col) + 1, "SPORT", 5, NULL },    \
-	{ "dst_ip", FIELD_STR, NULL, dst "'s address", (col) + 2, "DST", 15, NULL },    \
-	{ "dst_port", FIELD_INT, NULL, dst "'s port", (col) + 3, "DPORT", 5, NULL }
+#define FIELD_FAMILY { .name = "family", .type = FIELD_STR, .meaning = "ipv4 or ipv6" }
+#define FIELD_ENDPOINTS(col, src, dst)                                                             \
+	{ .name = "src_ip", .type = FIELD_STR, COLUMN(col, "SRC", 15), .meaning = src "'s address" },       \
+	{ .name = "src_port", .type = FIELD_INT, COLUMN((col) + 1, "SPORT", 5), .meaning = src "'s port" }, \
+	{ .name = "dst_ip", .type = FIELD_STR, COLUMN((col) + 2, "DST", 15), .meaning = dst "'s address" }, \
+	{ .name = "dst_port", .type = FIELD_INT, COLUMN((col) + 3, "DPORT", 5), .meaning = dst "'s port" }
 
 /* The same, with the source port a -w column only (tables that must fit 120 columns). */
-#define FIELD_ENDPOINTS_NARROW(col, src, dst)                                          \
-	{ "src_ip", FIELD_STR, NULL, src "'s address", col, "SRC", 15, NULL },          \
-	{ "src_port", FIELD_INT, NULL, src "'s port", FIELD_WIDE((col) + 1), "SPORT", 5, NULL }, \
-	{ "dst_ip", FIELD_STR, NULL, dst "'s address", (col) + 2, "DST", 15, NULL },    \
-	{ "dst_port", FIELD_INT, NULL, dst "'s port", (col) + 3, "DPORT", 5, NULL }
+#define FIELD_ENDPOINTS_NARROW(col, src, dst)                                                      \
+	{ .name = "src_ip", .type = FIELD_STR, COLUMN(col, "SRC", 15), .meaning = src "'s address" },       \
+	{ .name = "src_port", .type = FIELD_INT, COLUMN(FIELD_WIDE((col) + 1), "SPORT", 5),                 \
+	  .meaning = src "'s port" },                                                                       \
+	{ .name = "dst_ip", .type = FIELD_STR, COLUMN((col) + 2, "DST", 15), .meaning = dst "'s address" }, \
+	{ .name = "dst_port", .type = FIELD_INT, COLUMN((col) + 3, "DPORT", 5), .meaning = dst "'s port" }
 
 /* What did not reach the output: records lost in full buffers, runs skipped by the kernel. */
-#define FIELD_LOST { "lost", FIELD_INT, NULL, "records lost because an output buffer was full", 0, NULL, 0, NULL }
-#define FIELD_MISSED \
-	{ "missed", FIELD_INT, NULL, "program runs the kernel skipped (recursion: another BPF program ran)", 0, NULL, 0, NULL }
+#define FIELD_LOST { .name = "lost", .type = FIELD_INT, .meaning = "records lost because an output buffer was full" }
+#define FIELD_MISSED                                      \
+	{ .name = "missed", .type = FIELD_INT,            \
+	  .meaning = "program runs the kernel skipped (recursion: another BPF program ran)" }
 
 /* pid, tid, container_pid, container_tid, comm from h; all null when h->pid is 0 (unknown). */
 void record_set_task(json_t *o, const struct task_head *h);
@@ -75,6 +82,6 @@ void record_set_endpoints(json_t *o, int family, const __u8 *src, unsigned sport
  * A program's counters (pyebpf.h) as summary fields, from its X-macro list; the
  * values come from pyebpf_bpf_set_counters() (pyebpf_bpf.h).
  */
-#define PYEBPF_COUNTER_FIELD(id, name, meaning) { name, FIELD_INT, NULL, meaning, 0, NULL, 0, NULL },
+#define PYEBPF_COUNTER_FIELD(id, name_, meaning_) { .name = name_, .type = FIELD_INT, .meaning = meaning_ },
 
 #endif

@@ -21,6 +21,15 @@ enum field_type {
 	FIELD_OBJECT, /* a JSON object */
 };
 
+/*
+ * One field of a record. A table writes each by its parts' names, a column with
+ * COLUMN or COLUMN_LEFT:
+ *
+ *	{ .name = "handshake_us", .type = FIELD_INT, .unit = "us", COLUMN(9, "HS_US", 7),
+ *	  .meaning = "SYN sent to ESTABLISHED; null when unknown" },
+ *
+ * A part left out is NULL or 0: no unit, JSON only (no column), the type's format.
+ */
 struct field {
 	const char *name;    /* JSON key */
 	enum field_type type;
@@ -36,8 +45,15 @@ struct field {
 	const char *fmt;     /* printf format of a column value (NULL: by type); "%" suffix allowed */
 };
 /*
+ * The column part of a field: position pos among the columns (from 1; 0: none, JSON
+ * only), titled title, the value right-aligned in chars characters (COLUMN_LEFT:
+ * left-aligned, for text).
+ */
+#define COLUMN(pos, title, chars) .col = (pos), .header = (title), .width = (chars)
+#define COLUMN_LEFT(pos, title, chars) .col = (pos), .header = (title), .width = -(chars)
+/*
  * A column that only -w/--wide prints (the default table fits 120 characters): its
- * position negated, e.g. { ..., FIELD_WIDE(10), "SRTT_US", 8, NULL }.
+ * position, e.g. COLUMN(FIELD_WIDE(10), "SRTT_US", 8).
  */
 #define FIELD_WIDE(col) (-(col))
 
@@ -54,9 +70,10 @@ struct schema {
 };
 
 /* The common fields, one meaning in every tool (see pyebpf(7), RECORDS). */
-#define FIELD_METRIC { "metric", FIELD_STR, NULL, "what the record is", 0, NULL, 0, NULL }
-#define FIELD_ENV { "env", FIELD_STR, NULL, "the -e tag, when given", 0, NULL, 0, NULL }
-#define FIELD_END { NULL, 0, NULL, NULL, 0, NULL, 0, NULL }
+#define FIELD_METRIC { .name = "metric", .type = FIELD_STR, .meaning = "what the record is" }
+#define FIELD_ENV { .name = "env", .type = FIELD_STR, .meaning = "the -e tag, when given" }
+/* A table's end. */
+#define FIELD_END { .name = NULL }
 
 /*
  * Checks that obj's keys are the schema's fields, in its order (some may be absent;
