@@ -38,7 +38,8 @@ static const struct opt options[] = {
 
 /* tcp_connect and tcp_accept records have the same fields. */
 static const struct field handshake_fields[] = {
-	{ "metric", FIELD_STR, NULL, "tcp_connect (this host connected) or tcp_accept (it accepted)", 2, "METRIC", -11, NULL },
+	{ .name = "metric", .type = FIELD_STR, COLUMN_LEFT(2, "METRIC", 11),
+	  .meaning = "tcp_connect (this host connected) or tcp_accept (it accepted)" },
 	FIELD_PID(3),
 	FIELD_TID(0),
 	FIELD_CONTAINER_PID,
@@ -48,10 +49,14 @@ static const struct field handshake_fields[] = {
 	FIELD_FAMILY,
 	/* the default table fits 120 columns: the source port, srtt and accept wait with -w */
 	FIELD_ENDPOINTS_NARROW(5, "the connecting side", "the accepting side"),
-	{ "handshake_us", FIELD_INT, "us", "SYN sent (or first SYN seen) to ESTABLISHED; null when unknown", 9, "HS_US", 7, NULL },
-	{ "srtt_us", FIELD_INT, "us", "the kernel's smoothed round-trip time at the end; null when none", FIELD_WIDE(10), "SRTT_US", 8, NULL },
-	{ "accept_queue_ms", FIELD_REAL, "ms", "accept: ESTABLISHED to the application's accept()", FIELD_WIDE(11), "ACCQ_MS", 8, NULL },
-	{ "outcome", FIELD_STR, NULL, "success, refused, timeout or unaccepted", 12, "OUTCOME", -10, NULL },
+	{ .name = "handshake_us", .type = FIELD_INT, .unit = "us", COLUMN(9, "HS_US", 7),
+	  .meaning = "SYN sent (or first SYN seen) to ESTABLISHED; null when unknown" },
+	{ .name = "srtt_us", .type = FIELD_INT, .unit = "us", COLUMN(FIELD_WIDE(10), "SRTT_US", 8),
+	  .meaning = "the kernel's smoothed round-trip time at the end; null when none" },
+	{ .name = "accept_queue_ms", .type = FIELD_REAL, .unit = "ms", COLUMN(FIELD_WIDE(11), "ACCQ_MS", 8),
+	  .meaning = "accept: ESTABLISHED to the application's accept()" },
+	{ .name = "outcome", .type = FIELD_STR, COLUMN_LEFT(12, "OUTCOME", 10),
+	  .meaning = "success, refused, timeout or unaccepted" },
 	FIELD_TIME(1),
 	FIELD_ENV,
 	FIELD_END,
@@ -59,7 +64,7 @@ static const struct field handshake_fields[] = {
 
 static const struct field summary_fields[] = {
 	FIELD_METRIC,
-	{ "events", FIELD_INT, NULL, "records printed", 0, NULL, 0, NULL },
+	{ .name = "events", .type = FIELD_INT, .meaning = "records printed" },
 	FIELD_LOST,
 	FIELD_MISSED,
 	TCPHS_COUNTERS(PYEBPF_COUNTER_FIELD)
