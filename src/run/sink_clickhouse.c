@@ -37,8 +37,9 @@
 
 static const struct field dropped_fields[] = {
 	FIELD_METRIC,
-	{ "table", FIELD_STR, NULL, "the table whose rows were dropped", 0, NULL, 0, NULL },
-	{ "dropped", FIELD_INT, NULL, "rows dropped since the last such row (queue full or rejected)", 0, NULL, 0, NULL },
+	{ .name = "table", .type = FIELD_STR, .meaning = "the table whose rows were dropped" },
+	{ .name = "dropped", .type = FIELD_INT,
+	  .meaning = "rows dropped since the last such row (queue full or rejected)" },
 	FIELD_TIME(0),
 	FIELD_ENV,
 	FIELD_END,

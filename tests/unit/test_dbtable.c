@@ -11,12 +11,12 @@
 
 static const struct field sample_fields[] = {
 	FIELD_METRIC,
-	{ "pid", FIELD_INT, NULL, "a process id", 1, "PID", 7, NULL },
-	{ "ok", FIELD_BOOL, NULL, "a flag", 0, NULL, 0, NULL },
-	{ "start_time", FIELD_TIME, NULL, "when", 0, NULL, 0, NULL },
-	{ "ms", FIELD_REAL, "ms", "how long", 0, NULL, 0, NULL },
-	{ "stack", FIELD_ARRAY, NULL, "frames", 0, NULL, 0, NULL },
-	{ "time", FIELD_TIME, NULL, "wall-clock time", 0, NULL, 0, NULL },
+	{ .name = "pid", .type = FIELD_INT, COLUMN(1, "PID", 7), .meaning = "a process id" },
+	{ .name = "ok", .type = FIELD_BOOL, .meaning = "a flag" },
+	{ .name = "start_time", .type = FIELD_TIME, .meaning = "when" },
+	{ .name = "ms", .type = FIELD_REAL, .unit = "ms", .meaning = "how long" },
+	{ .name = "stack", .type = FIELD_ARRAY, .meaning = "frames" },
+	{ .name = "time", .type = FIELD_TIME, .meaning = "wall-clock time" },
 	FIELD_ENV,
 	FIELD_END,
 };
