@@ -61,7 +61,7 @@ say = $(if $(V),,@printf '  %-7s %s\n' $(1) $(2);)
 # Objects and generated sources stay: make deleted them as intermediates after a first
 # build, and the next one, which sees them in the .d files, made everything again.
 .SECONDARY:
-all: $(TOOLS:%=$(BUILD)/%) $(if $(BPFCHECK),$(BPF_TOOLS:%=$(BUILD)/bpfcheck/%.ok))
+all: $(TOOLS:%=$(BUILD)/%) $(if $(BPFCHECK),$(BPF_TOOLS:%=$(BUILD)/bpfcheck/%.ok)) $(BUILD)/keycheck.ok
 
 $(BUILD)/lib/%.o: src/%.c
 	$(call say,CC,$@)
@@ -100,6 +100,14 @@ $(BUILD)/tools/%.o: tools/%.c
 $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libpyebpf.a
 	$(call say,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lelf -lz -lm
+
+# The JSON keys the trackers (and the shared record setters) set, against the field
+# names their tools print with --fields, so a typo in a key fails here, naming
+# FILE:LINE; see src/run/keycheck.sh for what counts as a key. No root needed.
+KEY_SRCS := $(wildcard src/trackers/*.c) src/run/record.c src/python/pytargets.c src/bpf/pyebpf_bpf.c
+$(BUILD)/keycheck.ok: $(TOOLS:%=$(BUILD)/%) $(KEY_SRCS) src/run/keycheck.sh
+	$(call say,KEYCHK,trackers)
+	$(Q)sh src/run/keycheck.sh $(BUILD) $(KEY_SRCS) && touch $@
 
 # The BPF text compiled as libbcc would compile it (clang -fsyntax-only), so a typo
 # fails here, naming bpf_text/FILE:LINE; see src/bpf/bpfcheck.sh for what it uses.

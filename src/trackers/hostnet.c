@@ -381,7 +381,7 @@ static void add_fd_usage(struct hostnet *h, json_t *o, json_t *warnings)
 		log_warn("cannot list /proc: %s", strerror(errno));
 	for (int i = 0; i < h->nprocs; i++) {
 		const struct fdusage *e = &h->procs[i];
-		json_t *u = json_object();
+		json_t *u = json_object(); /* not a record (keycheck.sh) */
 
 		json_set_str(u, "proc", e->name);
 		json_set_int(u, "pids", e->pids);
