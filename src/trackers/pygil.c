@@ -671,6 +671,7 @@ static void on_event(void *ctx, void *data, int size)
 	char name[PYTHREAD_NAME_MAX], hname[PYTHREAD_NAME_MAX], when[40];
 	const struct pythread *th = NULL;
 	struct pytarget *pt;
+	json_int_t holder_tid = 0; /* 0: unknown */
 	double ms;
 	json_t *o;
 	FILE *text;
@@ -712,16 +713,15 @@ static void on_event(void *ctx, void *data, int size)
 	json_set_real(o, "duration_ms", ms);
 	/* a holder not listed yet (a new thread): its native id is the host tid outside namespaces */
 	if (th && th->tid)
-		json_set_int(o, "holder_tid", th->tid);
-	else
-		record_set_int_or_null(o, "holder_tid", ev->holder_ns_tid,
-				       ev->holder_ns_tid && pt && pt->py && pyproc_ns_pid(pt->py) == pt->pid);
+		holder_tid = th->tid;
+	else if (ev->holder_ns_tid && pt && pt->py && pyproc_ns_pid(pt->py) == pt->pid)
+		holder_tid = ev->holder_ns_tid;
+	record_set_int_or_null(o, "holder_tid", holder_tid, holder_tid != 0);
 	record_set_int_or_null(o, "holder_container_tid", th && th->ns_tid ? (json_int_t)th->ns_tid : (json_int_t)ev->holder_ns_tid,
 			       (th && th->ns_tid) || ev->holder_ns_tid);
-	if (!th && pt && pt->py && json_integer_value(json_object_get(o, "holder_tid")))
+	if (!th && pt && pt->py && holder_tid)
 		/* a thread state not listed yet: its name by its tid, when that is known */
-		pyproc_thread_name(pt->py, (pid_t)json_integer_value(json_object_get(o, "holder_tid")),
-				     "", 0, hname, sizeof(hname));
+		pyproc_thread_name(pt->py, (pid_t)holder_tid, "", 0, hname, sizeof(hname));
 	else
 		snprintf(hname, sizeof(hname), "%s", th ? th->name : "");
 	json_object_set_new(o, "holder_thread_name", hname[0] ? json_string(hname) : json_null());
