@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kbtf.h"
+#include "lathist.h"
 #include "log.h"
 #include "jsonfmt.h"
 #include "pyebpf_bpf.h"
@@ -102,10 +103,9 @@ static const struct schema *const schemas[] = { &pause_schema, &generation_schem
 /* Target processes at most: as many as the walker's py_config holds (bpf_text/python.bpf.h). */
 enum { MAX_TARGETS = 1024 };
 
-/* Durations of one generation, for the summary */
+/* Pauses of one generation, for the summary: a histogram, not every pause (bounded memory) */
 struct gen_stats {
-	double *ms;
-	size_t n, cap;
+	struct lathist *hist; /* calloc'ed on the generation's first pause */
 	double total;
 };
 
@@ -364,17 +364,12 @@ static const char *hook_name(unsigned source)
 	return "unknown";
 }
 
-static void stats_add(struct gen_stats *s, double ms)
+static void stats_add(struct gen_stats *s, uint64_t ns)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 256;
-		double *v = realloc(s->ms, cap * sizeof(*v));
-		if (!v)
-			return;
-		s->ms = v, s->cap = cap;
-	}
-	s->ms[s->n++] = ms;
-	s->total += ms;
+	if (!s->hist && !(s->hist = calloc(1, sizeof(*s->hist))))
+		return;
+	lathist_add(s->hist, ns);
+	s->total += (double)ns / 1e6;
 }
 
 /*
@@ -468,7 +463,7 @@ static void on_event(void *ctx, void *data, int size)
 	json_decref(stack);
 	g->events++;
 	if (ev->generation >= 0 && ev->generation <= 2)
-		stats_add(&g->gens[ev->generation], ms);
+		stats_add(&g->gens[ev->generation], ev->end_ns - ev->start_ns);
 }
 
 static int start(struct tracker *t)
@@ -500,40 +495,25 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted values. */
-static double percentile(const double *v, size_t n, double p)
-{
-	size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999999);
-	if (rank < 1)
-		rank = 1;
-	return v[rank > n ? n - 1 : rank - 1];
-}
-
 static void finish(struct tracker *t)
 {
 	struct pygc *g = (struct pygc *)t;
 	json_t *o;
 
 	for (int gen = 0; gen < 3; gen++) {
-		struct gen_stats *s = &g->gens[gen];
+		const struct lathist *h = g->gens[gen].hist;
 		char title[32];
 
 		o = json_object();
 		json_set_str(o, "metric", generation_schema.metric);
 		json_set_int(o, "generation", gen);
-		json_set_int(o, "count", (json_int_t)s->n);
-		json_set_real(o, "total_ms", s->total);
-		if (s->n) {
-			qsort(s->ms, s->n, sizeof(double), cmp_double);
-			json_set_real(o, "p50_ms", percentile(s->ms, s->n, 50));
-			json_set_real(o, "p99_ms", percentile(s->ms, s->n, 99));
-			json_set_real(o, "max_ms", s->ms[s->n - 1]);
+		json_set_int(o, "count", h ? (json_int_t)h->count : 0);
+		json_set_real(o, "total_ms", g->gens[gen].total);
+		if (h && h->count) {
+			/* within the histogram's resolution (lathist.h); the max is exact */
+			json_set_real(o, "p50_ms", (double)lathist_percentile_ns(h, 50) / 1e6);
+			json_set_real(o, "p99_ms", (double)lathist_percentile_ns(h, 99) / 1e6);
+			json_set_real(o, "max_ms", (double)h->max_ns / 1e6);
 		} else {
 			json_object_set_new(o, "p50_ms", json_null());
 			json_object_set_new(o, "p99_ms", json_null());
@@ -566,7 +546,7 @@ static void destroy(struct tracker *t)
 	stackagg_free(&g->profile);
 	pyframes_buf_free(&g->folded);
 	for (int gen = 0; gen < 3; gen++)
-		free(g->gens[gen].ms);
+		free(g->gens[gen].hist);
 	pyhooks_free(g->hooks);
 	free(g->text);
 }
