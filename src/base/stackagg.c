@@ -8,6 +8,11 @@ void stackagg_init(struct stackagg *a)
 	memset(a, 0, sizeof(*a));
 }
 
+void stackagg_limit(struct stackagg *a, size_t max)
+{
+	a->max = max;
+}
+
 void stackagg_clear(struct stackagg *a)
 {
 	for (size_t i = 0; i < a->n; i++)
@@ -63,15 +68,31 @@ static int grow(struct stackagg *a)
 	return 0;
 }
 
+static struct stackagg_entry *find(const struct stackagg *a, const char *key, size_t len, uint64_t h)
+{
+	for (size_t i = a->nslots ? h & (a->nslots - 1) : 0; a->nslots && a->slots[i];
+	     i = (i + 1) & (a->nslots - 1)) {
+		struct stackagg_entry *e = &a->v[a->slots[i] - 1];
+		if (e->hash == h && !strncmp(e->key, key, len) && !e->key[len])
+			return e;
+	}
+	return NULL;
+}
+
 struct stackagg_entry *stackagg_get(struct stackagg *a, const char *key, size_t len)
 {
 	uint64_t h = hash_of(key, len);
-	struct stackagg_entry *e;
+	struct stackagg_entry *e = find(a, key, len, h);
 
-	for (size_t i = a->nslots ? h & (a->nslots - 1) : 0; a->nslots && a->slots[i];
-	     i = (i + 1) & (a->nslots - 1)) {
-		e = &a->v[a->slots[i] - 1];
-		if (e->hash == h && !strncmp(e->key, key, len) && !e->key[len])
+	if (e)
+		return e;
+	if (a->max && a->n >= a->max) {
+		/* full: the one entry beyond the limit takes it */
+		a->other++;
+		key = STACKAGG_OTHER;
+		len = strlen(key);
+		h = hash_of(key, len);
+		if ((e = find(a, key, len, h)))
 			return e;
 	}
 	if (grow(a))

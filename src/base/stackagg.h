@@ -26,14 +26,30 @@ struct stackagg {
 	uint32_t *slots;          /* open addressing: entry index + 1, 0 when free */
 	size_t nslots;            /* a power of two, at least twice n */
 	unsigned long long sample;
+	size_t max;               /* distinct keys kept at most (0: no limit); see stackagg_limit */
+	unsigned long long other; /* adds counted in STACKAGG_OTHER since init (not cleared) */
 };
 
+/*
+ * The key that takes every new key once a limited table is full: the stacks a run
+ * keeps are then bounded, and what did not fit is still counted, under this name.
+ */
+#define STACKAGG_OTHER "[other]"
+/* The limit of the tables trackers keep for a whole run (-o profiles, folded/top views). */
+#define STACKAGG_MAX_STACKS 20000
+
 void stackagg_init(struct stackagg *a);
+/* At most max distinct keys (plus STACKAGG_OTHER); 0: no limit (the default). */
+void stackagg_limit(struct stackagg *a, size_t max);
 void stackagg_free(struct stackagg *a);
 /* Forgets every entry (the memory is kept for the next interval). */
 void stackagg_clear(struct stackagg *a);
 
-/* The entry of key (len bytes), added with zero counts when new; NULL when out of memory. */
+/*
+ * The entry of key (len bytes), added with zero counts when new; NULL when out of
+ * memory. A new key of a full limited table gets the STACKAGG_OTHER entry (and counts
+ * in other).
+ */
 struct stackagg_entry *stackagg_get(struct stackagg *a, const char *key, size_t len);
 
 /* Folded: one more sample of the stack key. */

@@ -136,6 +136,40 @@ static void test_weighted_stacks(void **state)
 	stackagg_free(&a);
 }
 
+/* A limited table: new keys past the limit all count in "[other]", and how many is kept. */
+static void test_limit_counts_the_rest_in_other(void **state)
+{
+	struct stackagg a;
+	char key[32];
+
+	(void)state;
+	stackagg_init(&a);
+	stackagg_limit(&a, 100);
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 1000; i++) {
+			snprintf(key, sizeof(key), "main;f%d", i);
+			stackagg_add_weighted(&a, key, strlen(key), 10);
+		}
+	assert_int_equal(a.n, 101);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(a.v[i].self, 2);
+		assert_int_equal(a.v[i].total, 20);
+	}
+	assert_string_equal(a.v[100].key, STACKAGG_OTHER);
+	assert_int_equal(a.v[100].self, 2 * 900);
+	assert_int_equal(a.v[100].total, 2 * 900 * 10);
+	assert_int_equal(a.other, 2 * 900);
+	/* clearing forgets the entries, keeps the limit and the count */
+	stackagg_clear(&a);
+	for (int i = 0; i < 150; i++) {
+		snprintf(key, sizeof(key), "g%d", i);
+		stackagg_add_stack(&a, key, strlen(key));
+	}
+	assert_int_equal(a.n, 101);
+	assert_int_equal(a.other, 2 * 900 + 50);
+	stackagg_free(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -143,6 +177,7 @@ int main(void)
 		cmocka_unit_test(test_top_counts_recursion_once_and_sorts),
 		cmocka_unit_test(test_folded_text),
 		cmocka_unit_test(test_weighted_stacks),
+		cmocka_unit_test(test_limit_counts_the_rest_in_other),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
