@@ -38,6 +38,14 @@ struct profile_out {
 	enum profile_format format;
 };
 
+/*
+ * The summary field of a tracker whose stack tables are limited to STACKAGG_MAX_STACKS
+ * distinct stacks (stackagg.h): what went to "[other]" instead.
+ */
+#define FIELD_STACKS_OTHER                                                                         \
+	{ .name = "stacks_other", .type = FIELD_INT,                                               \
+	  .meaning = "stacks counted as \"[other]\": the run had already kept 20000 distinct ones" }
+
 /* The option table entries, in this order after the tracker's own. */
 #define PROFILE_OPT_ENTRIES(out_id, format_id)                                                   \
 	{ out_id, 'o', "output", "FILE",                                                           \

@@ -89,6 +89,7 @@ static const struct field summary_fields[] = {
 	PYGC_COUNTERS(PYEBPF_COUNTER_FIELD)
 	{ .name = "stacks_incomplete", .type = FIELD_INT,
 	  .meaning = "--stack: pauses whose stack could not be read completely" },
+	FIELD_STACKS_OTHER,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -134,6 +135,7 @@ static void init(struct tracker *t)
 	g->generation = -1;
 	pytargets_init(&g->targets, MAX_TARGETS);
 	stackagg_init(&g->profile);
+	stackagg_limit(&g->profile, STACKAGG_MAX_STACKS);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -529,6 +531,7 @@ static void finish(struct tracker *t)
 	pyebpf_bpf_set_counters(o, t->prog, counters);
 	if (g->stack)
 		json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
+	json_set_int(o, "stacks_other", (json_int_t)g->profile.other);
 	sink_summary(t->sink, &summary_schema, o);
 	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
 		.title = "pygc: GC pauses by the Python code that triggered them",

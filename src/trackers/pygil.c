@@ -141,6 +141,7 @@ static const struct field summary_fields[] = {
 	{ .name = "events", .type = FIELD_INT, .meaning = "waits reported" },
 	PYGIL_COUNTERS(PYEBPF_COUNTER_FIELD)
 	{ .name = "stacks_incomplete", .type = FIELD_INT, .meaning = "stacks that could not be read completely" },
+	FIELD_STACKS_OTHER,
 	FIELD_LOST,
 	FIELD_MISSED,
 	{ .name = "processes", .type = FIELD_INT, .meaning = "target processes seen (with --children, children too)" },
@@ -204,6 +205,8 @@ static void init(struct tracker *t)
 	pytargets_init(&g->targets, MAX_TARGETS);
 	stackagg_init(&g->holders);
 	stackagg_init(&g->profile);
+	stackagg_limit(&g->holders, STACKAGG_MAX_STACKS);
+	stackagg_limit(&g->profile, STACKAGG_MAX_STACKS);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -800,6 +803,7 @@ static void finish(struct tracker *t)
 	json_set_int(o, "events", (json_int_t)g->events);
 	pyebpf_bpf_set_counters(o, t->prog, counters);
 	json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
+	json_set_int(o, "stacks_other", (json_int_t)(g->holders.other + g->profile.other));
 	pyebpf_bpf_set_losses(o, t->prog);
 	json_set_int(o, "processes", (json_int_t)g->targets.added);
 	sink_summary(t->sink, &summary_schema, o);

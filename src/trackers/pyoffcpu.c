@@ -124,6 +124,7 @@ static const struct field summary_fields[] = {
 	PYOFFCPU_COUNTERS(PYEBPF_COUNTER_FIELD)
 	{ .name = "unresolved_frames", .type = FIELD_INT,
 	  .meaning = "Python frames whose code object could not be read in user space" },
+	FIELD_STACKS_OTHER,
 	FIELD_LOST,
 	FIELD_MISSED,
 	{ .name = "dropped", .type = FIELD_INT,
@@ -171,6 +172,7 @@ static void init(struct tracker *t)
 	pytargets_init(&o->targets, MAX_TARGETS);
 	o->targets.announce = true;
 	stackagg_init(&o->profile);
+	stackagg_limit(&o->profile, STACKAGG_MAX_STACKS);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -717,6 +719,7 @@ static void finish(struct tracker *t)
 	json_set_str(sum, "metric", summary_schema.metric);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)o->unresolved_frames);
+	json_set_int(sum, "stacks_other", (json_int_t)o->profile.other);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "dropped", (json_int_t)o->dropped);
 	json_set_int(sum, "processes", (json_int_t)o->targets.added);

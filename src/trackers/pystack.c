@@ -110,6 +110,7 @@ static const struct field summary_fields[] = {
 	PYSTACK_COUNTERS(PYEBPF_COUNTER_FIELD)
 	{ .name = "unresolved_frames", .type = FIELD_INT,
 	  .meaning = "frames whose code object could not be read in user space" },
+	FIELD_STACKS_OTHER,
 	FIELD_LOST,
 	FIELD_MISSED,
 	{ .name = "processes", .type = FIELD_INT,
@@ -152,6 +153,8 @@ static void init(struct tracker *t)
 	ps->targets.announce = true;
 	stackagg_init(&ps->agg);
 	stackagg_init(&ps->profile);
+	stackagg_limit(&ps->agg, STACKAGG_MAX_STACKS);
+	stackagg_limit(&ps->profile, STACKAGG_MAX_STACKS);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -484,6 +487,7 @@ static void finish(struct tracker *t)
 	json_set_str(sum, "metric", summary_schema.metric);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);
+	json_set_int(sum, "stacks_other", (json_int_t)(ps->agg.other + ps->profile.other));
 	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "processes", (json_int_t)ps->targets.added_python);
 	sink_summary(t->sink, &summary_schema, sum);
