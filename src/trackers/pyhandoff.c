@@ -120,6 +120,8 @@ static const struct field summary_fields[] = {
 	FIELD_LOST,
 	FIELD_MISSED,
 	HANDOFF_COUNTERS(PYEBPF_COUNTER_FIELD)
+	{ .name = "waits_untabled", .type = FIELD_INT,
+	  .meaning = "waits of processes past the 1024th (process, kind): in no handoff_latency record" },
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -146,8 +148,9 @@ struct pyhandoff {
 	bool children;
 	double min_ms;
 	unsigned long long events, printed, closes;
-	struct waits *waits;
+	struct waits *waits;    /* MAX_WAITS at most (30 KB each): workers come and go for weeks */
 	size_t nwaits, capwaits;
+	unsigned long long untabled; /* waits of the (pid, kind)s past MAX_WAITS */
 	struct pytargets named; /* every process seen in an event: its Python thread names */
 	struct pidwatch watch;  /* the -p processes */
 	pid_t master;           /* a -p pid whose workers --children would follow, else 0 */
@@ -369,6 +372,8 @@ static const char *via_name(unsigned via)
 	return via < sizeof(names) / sizeof(names[0]) ? names[via] : "?";
 }
 
+enum { MAX_WAITS = 1024 };
+
 static struct waits *waits_of(struct pyhandoff *h, __u32 pid, int accept_queue, const char *comm)
 {
 	struct waits *w;
@@ -376,6 +381,8 @@ static struct waits *waits_of(struct pyhandoff *h, __u32 pid, int accept_queue, 
 	for (size_t i = 0; i < h->nwaits; i++)
 		if (h->waits[i].pid == pid && h->waits[i].accept_queue == accept_queue)
 			return &h->waits[i];
+	if (h->nwaits == MAX_WAITS)
+		return NULL;
 	if (h->nwaits == h->capwaits) {
 		size_t cap = h->capwaits ? h->capwaits * 2 : 8;
 		struct waits *nw = realloc(h->waits, cap * sizeof(*nw));
@@ -413,6 +420,8 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 		h->events++;
 		if (w)
 			lathist_add(w->hist, worker->ts_ns - ev->queued_ns);
+		else
+			h->untabled++;
 	}
 	if (ms < h->min_ms)
 		return;
@@ -603,6 +612,7 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "events", (json_int_t)h->events);
 	json_set_int(sum, "printed", (json_int_t)h->printed);
 	json_set_int(sum, "client_closes", (json_int_t)h->closes);
+	json_set_int(sum, "waits_untabled", (json_int_t)h->untabled);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	sink_summary(t->sink, &summary_schema, sum);
