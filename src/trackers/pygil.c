@@ -142,6 +142,8 @@ static const struct field summary_fields[] = {
 	PYGIL_COUNTERS(PYEBPF_COUNTER_FIELD)
 	{ .name = "stacks_incomplete", .type = FIELD_INT, .meaning = "stacks that could not be read completely" },
 	FIELD_STACKS_OTHER,
+	{ .name = "rows_untabled", .type = FIELD_INT,
+	  .meaning = "waits or holding times of threads left out of a gil_thread table: it had 4096 threads" },
 	FIELD_LOST,
 	FIELD_MISSED,
 	{ .name = "processes", .type = FIELD_INT, .meaning = "target processes seen (with --children, children too)" },
@@ -182,6 +184,7 @@ struct pygil {
 	int configured;            /* targets[0..configured) are in gil_targets */
 	struct thread_row *rows;   /* the current interval's threads */
 	int nrows;
+	unsigned long long rows_untabled; /* row_of refused: MAX_THREADS rows already */
 	struct pygil_waits waits;  /* the threads' wait totals */
 	uint64_t next_sweep_ns;
 	struct stackagg holders;   /* holder stack -> self: microseconds waited, total: waits */
@@ -495,8 +498,10 @@ static struct thread_row *row_of(struct pygil *g, pid_t pid, pid_t tid, const ch
 		return r;
 	}
 	if (g->nrows == MAX_THREADS ||
-	    (!g->rows && !(g->rows = calloc(MAX_THREADS, sizeof(*g->rows)))))
+	    (!g->rows && !(g->rows = calloc(MAX_THREADS, sizeof(*g->rows))))) {
+		g->rows_untabled++;
 		return NULL;
+	}
 	r = &g->rows[g->nrows++];
 	memset(r, 0, sizeof(*r));
 	r->pid = pid, r->tid = tid;
@@ -804,6 +809,7 @@ static void finish(struct tracker *t)
 	pyebpf_bpf_set_counters(o, t->prog, counters);
 	json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
 	json_set_int(o, "stacks_other", (json_int_t)(g->holders.other + g->profile.other));
+	json_set_int(o, "rows_untabled", (json_int_t)g->rows_untabled);
 	pyebpf_bpf_set_losses(o, t->prog);
 	json_set_int(o, "processes", (json_int_t)g->targets.added);
 	sink_summary(t->sink, &summary_schema, o);
