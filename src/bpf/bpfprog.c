@@ -49,7 +49,6 @@ struct bpfprog {
 	struct ring_buffer *ring; /* libbpf's, through libbcc */
 	bpfprog_event_cb ring_cb;
 	void *ring_ctx;
-	unsigned probe_seq;
 };
 
 void bpfprog_print_text(FILE *f, const char *text, const struct cflags *cf)
@@ -213,12 +212,18 @@ int bpfprog_attach_raw_tracepoint(struct bpfprog *p, const char *fn, const char 
 int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary, uint64_t offset,
 			  pid_t pid, bool retprobe, uint32_t ref_ctr_offset)
 {
+	/*
+	 * The event's name is the process's, numbered across all its programs: with a
+	 * number per program, two trackers in one process (pymonitor) made two events of
+	 * one name, and one of them stayed in uprobe_events after the exit.
+	 */
+	static unsigned probe_seq;
 	int prog = bpfprog_prog_fd(p, fn, BPF_PROG_TYPE_KPROBE), fd;
 	char ev[64];
 
 	if (prog < 0)
 		return -1;
-	snprintf(ev, sizeof(ev), "pyebpf_%d_%u", getpid(), p->probe_seq++);
+	snprintf(ev, sizeof(ev), "pyebpf_%d_%u", getpid(), probe_seq++);
 	fd = bpf_attach_uprobe(prog, retprobe ? BPF_PROBE_RETURN : BPF_PROBE_ENTRY, ev, binary,
 			       offset, pid, ref_ctr_offset);
 	if (fd < 0) {
