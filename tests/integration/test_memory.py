@@ -7,9 +7,11 @@ The tool's RSS (/proc/PID/status VmRSS) is sampled every second; after the first
 something per event (pygc kept every pause until it used a histogram: 103 to 133 MB
 in 30 s on this storm) fails this.
 """
+import array
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -44,17 +46,20 @@ class Storm:
         self.pid = self.proc.pid
 
     def finish(self):
-        """Stops the storm; its collections as (generation, start_ns, stop_ns)."""
+        """Stops the storm; its collections as arrays of generation, start_ns, stop_ns
+        (millions of them: arrays, not tuples, keep this test's own memory small)."""
         self.proc.stdin.close()
         n = int(self.proc.stdout.readline())
         self.proc.wait(timeout=60)
-        recs = []
+        gens, starts, stops = array.array("b"), array.array("q"), array.array("q")
         with open(self.out) as f:
             for line in f:
                 g, s, e = line.split()
-                recs.append((int(g), int(s), int(e)))
-        assert len(recs) == n
-        return recs
+                gens.append(int(g))
+                starts.append(int(s))
+                stops.append(int(e))
+        assert len(gens) == n
+        return gens, starts, stops
 
     def kill(self):
         if self.proc.poll() is None:
@@ -64,7 +69,9 @@ class Storm:
 
 def run_sampled(cmd, tmp):
     """Runs cmd (stdout to a file, it may be large) until ready, samples its RSS every
-    second for SECONDS, stops it with SIGINT; (samples in kB, stdout path, stderr)."""
+    second for SECONDS, stops it with SIGINT; (samples in kB, stdout path, stderr).
+    Its uprobe events must be gone after it (they are removed if not, so that a
+    failure here does not fail the next tests too)."""
     out_path = os.path.join(tmp, "stdout")
     err_path = os.path.join(tmp, "stderr")
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -84,9 +91,24 @@ def run_sampled(cmd, tmp):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        left = uprobes_of(proc.pid)
+        for name in left:
+            with open(UPROBE_EVENTS, "a") as f:
+                f.write("-:uprobes/%s\n" % name)
     stderr = open(err_path).read()
     assert proc.returncode == 0, stderr[-3000:]
+    assert not left, "uprobe events left behind: %s" % left
     return samples, out_path, stderr
+
+
+UPROBE_EVENTS = "/sys/kernel/tracing/uprobe_events"
+
+
+def uprobes_of(pid):
+    """The names of the uprobe events process pid made (bpfprog.c: pyebpf_PID_N)."""
+    with open(UPROBE_EVENTS) as f:
+        names = [line.split()[0].split("/", 1)[1] for line in f if line.strip()]
+    return [n for n in names if n.startswith("pyebpf_%d_" % pid)]
 
 
 def assert_flat(samples, what):
@@ -98,31 +120,40 @@ def assert_flat(samples, what):
 
 def test_pygc_on_a_storm_stays_flat_and_its_percentiles_hold():
     tmp = tempfile.mkdtemp(prefix="pyebpf-mem-")
+    try:
+        check_pygc_on_a_storm(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # its output is gigabytes
+
+
+def check_pygc_on_a_storm(tmp):
     storm = Storm(tmp)
     try:
         samples, out_path, stderr = run_sampled([tool_path("pygc"), "-j", "-p", str(storm.pid)], tmp)
-        recs = storm.finish()
+        gens, starts, stops = storm.finish()
     finally:
         storm.kill()
     # the pauses printed, per generation; the summaries
-    pauses = {0: [], 1: [], 2: []}
-    spans = []
+    pauses = {g: array.array("d") for g in range(3)}
+    ev_start, ev_end, ev_ms = array.array("q"), array.array("q"), array.array("d")
     sums, summary = {}, None
     with open(out_path) as f:
         for line in f:
             e = json.loads(line)
             if e["metric"] == "gc_pause":
                 pauses[e["generation"]].append(e["duration_ms"])
-                spans.append((e["start_ns"], e["end_ns"], e["duration_ms"]))
+                ev_start.append(e["start_ns"])
+                ev_end.append(e["end_ns"])
+                ev_ms.append(e["duration_ms"])
             elif e["metric"] == "gc_summary":
                 sums[e["generation"]] = e
             elif e["metric"] == "pygc_summary":
                 summary = e
-    assert summary and summary["events"] == len(spans), summary
-    rate = len(recs) / SECONDS
+    assert summary and summary["events"] == len(ev_ms), summary
+    rate = len(gens) / SECONDS
     assert rate > 2000, "the storm made only %.0f collections/s" % rate
     assert_flat(samples, "pygc (%d pauses, %.0f collections/s, %d lost)" % (
-        len(spans), rate, summary["lost"]))
+        len(ev_ms), rate, summary["lost"]))
     # the summary against the exact values of the pauses it counted
     for g in range(3):
         mine = pauses[g]
@@ -136,18 +167,24 @@ def test_pygc_on_a_storm_stays_flat_and_its_percentiles_hold():
     # of one collection (in time order; lost records leave collections unmatched), the
     # exact percentiles of those brackets bound the tool's from above, and the median
     # bracket is only CPython's bookkeeping longer (test_pygc.check_against_callbacks)
-    spans.sort()
-    matched, i = [], 0
-    for g, s, e in sorted(recs, key=lambda r: r[1]):
-        while i < len(spans) and spans[i][0] < s:
+    # (one thread: its collections follow each other, in the order it wrote them)
+    assert all(starts[k] < starts[k + 1] for k in range(len(starts) - 1))
+    order = sorted(range(len(ev_start)), key=ev_start.__getitem__)
+    cbs = {g: array.array("d") for g in range(3)}
+    tools = {g: array.array("d") for g in range(3)}
+    matched, i = 0, 0
+    for g, s, e in zip(gens, starts, stops):
+        while i < len(order) and ev_start[order[i]] < s:
             i += 1
-        if i < len(spans) and spans[i][1] <= e:
-            matched.append((g, (e - s) / 1e6, spans[i][2]))
+        if i < len(order) and ev_end[order[i]] <= e:
+            cbs[g].append((e - s) / 1e6)
+            tools[g].append(ev_ms[order[i]])
+            matched += 1
             i += 1
-    assert len(matched) >= 0.99 * len(spans), (len(matched), len(spans))
+    del order
+    assert matched >= 0.99 * len(ev_ms), (matched, len(ev_ms))
     for g in range(3):
-        cb = [m[1] for m in matched if m[0] == g]
-        tool = [m[2] for m in matched if m[0] == g]
+        cb, tool = cbs[g], tools[g]
         for p in (50, 99):
             assert nearest_rank(tool, p) <= nearest_rank(cb, p) + 0.0011, (g, p)
         diffs = sorted(c - t for c, t in zip(cb, tool))
@@ -156,6 +193,13 @@ def test_pygc_on_a_storm_stays_flat_and_its_percentiles_hold():
 
 def test_pymonitor_with_every_tracker_on_a_storm_stays_flat():
     tmp = tempfile.mkdtemp(prefix="pyebpf-mem-")
+    try:
+        check_pymonitor_on_a_storm(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_pymonitor_on_a_storm(tmp):
     storm = Storm(tmp, threads=2)  # three threads: GIL waits, off-CPU periods
     db = os.path.join(tmp, "monitor.db")
     try:
