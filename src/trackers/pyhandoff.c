@@ -117,11 +117,11 @@ static const struct field summary_fields[] = {
 	{ .name = "printed", .type = FIELD_INT, .meaning = "waits printed (not hidden by --min-ms)" },
 	{ .name = "client_closes", .type = FIELD_INT,
 	  .meaning = "eof records: clients' closes handed over, in no statistics" },
+	{ .name = "waits_untabled", .type = FIELD_INT,
+	  .meaning = "waits of processes past the 1024th (process, kind): in no handoff_latency record" },
 	FIELD_LOST,
 	FIELD_MISSED,
 	HANDOFF_COUNTERS(PYEBPF_COUNTER_FIELD)
-	{ .name = "waits_untabled", .type = FIELD_INT,
-	  .meaning = "waits of processes past the 1024th (process, kind): in no handoff_latency record" },
 	FIELD_ENV,
 	FIELD_END,
 };
