@@ -40,13 +40,6 @@ void json_set_real(json_t *obj, const char *key, double v)
 	json_object_set_new(obj, key, json_real((double)(long long)(v * 1000.0 + (v < 0 ? -0.5 : 0.5)) / 1000.0));
 }
 
-void json_set_hex(json_t *obj, const char *key, uint64_t v)
-{
-	char buf[24];
-	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)v);
-	json_object_set_new(obj, key, json_string(buf));
-}
-
 uint64_t time_mono_ns(void)
 {
 	struct timespec ts;

@@ -15,8 +15,6 @@ void json_set_strn(json_t *obj, const char *key, const char *s, size_t len);
 void json_set_int(json_t *obj, const char *key, json_int_t v);
 /* Milliseconds/microseconds as a real with fixed precision (3 decimals). */
 void json_set_real(json_t *obj, const char *key, double v);
-/* Addresses are hex strings. */
-void json_set_hex(json_t *obj, const char *key, uint64_t v);
 
 /* Wall-clock ISO-8601 UTC with microseconds, from a bpf_ktime_get_ns() value. */
 void time_format_mono_ns(uint64_t mono_ns, char *buf, size_t len);

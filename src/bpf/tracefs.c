@@ -38,14 +38,3 @@ int tracefs_ensure(void)
 	log_debug("mounted tracefs at /sys/kernel/tracing");
 	return tracefs_root() ? 0 : -1;
 }
-
-int tracefs_has_event(const char *category, const char *name)
-{
-	const char *root = tracefs_root();
-	char path[256];
-
-	if (!root)
-		return 0;
-	snprintf(path, sizeof(path), "%s/events/%s/%s/format", root, category, name);
-	return access(path, F_OK) == 0;
-}

@@ -4,7 +4,5 @@
 
 /* Mounts tracefs (and debugfs) when missing. Returns 0, or -1 after saying what to run. */
 int tracefs_ensure(void);
-/* Whether the tracepoint CATEGORY:NAME exists on this kernel. */
-int tracefs_has_event(const char *category, const char *name);
 
 #endif

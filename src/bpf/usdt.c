@@ -350,16 +350,6 @@ char *usdt_text(const struct usdt *u, const char *tool_text)
 	return s;
 }
 
-int usdt_attach(const struct usdt *u, struct bpfprog *p)
-{
-	for (int i = 0; i < u->nsites; i++) {
-		const struct usdt_site *s = &u->sites[i];
-		if (bpfprog_attach_uprobe(p, s->fn, s->binary, s->offset, s->pid, false, s->ref_ctr))
-			return -1;
-	}
-	return 0;
-}
-
 int usdt_locations(const struct usdt *u)
 {
 	return u->nsites;

@@ -26,8 +26,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "bpfprog.h"
-
 #define USDT_MAX_ARGS 6
 
 struct usdt;
@@ -54,13 +52,10 @@ bool usdt_binary_has_probe(const char *binary, const char *provider, const char 
  */
 char *usdt_text(const struct usdt *u, const char *tool_text);
 
-/* Attaches every added probe location. 0, or -1 after an error message. */
-int usdt_attach(const struct usdt *u, struct bpfprog *p);
-
-/* How many probe locations were added (uprobes usdt_attach makes). */
+/* How many probe locations were added (one uprobe each). */
 int usdt_locations(const struct usdt *u);
 
-/* One added probe location: the uprobe usdt_attach makes for it. */
+/* One added probe location: what its uprobe needs (pyhooks.c attaches it). */
 struct usdt_location {
 	const char *binary;  /* the file the uprobe goes on */
 	const char *probe;   /* provider:name */

@@ -8,6 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+struct elf_segment {
+	uint64_t vaddr, offset, filesz, memsz;
+	uint32_t flags; /* PF_R/PF_W/PF_X */
+};
+
 struct elfsyms {
 	struct elf_symbol *syms; /* sorted by name */
 	size_t nsyms;
@@ -207,12 +212,6 @@ bool elfsyms_has_usdt(const struct elfsyms *e)
 bool elfsyms_is_exec(const struct elfsyms *e)
 {
 	return e->is_exec;
-}
-
-int elfsyms_segments(const struct elfsyms *e, const struct elf_segment **segs)
-{
-	*segs = e->segs;
-	return e->nsegs;
 }
 
 int elfsyms_bias(const struct elfsyms *e, uint64_t map_start, uint64_t map_offset, uint64_t *bias)

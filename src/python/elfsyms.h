@@ -11,11 +11,6 @@
 
 struct elfsyms;
 
-struct elf_segment {
-	uint64_t vaddr, offset, filesz, memsz;
-	uint32_t flags; /* PF_R/PF_W/PF_X */
-};
-
 struct elf_symbol {
 	const char *name;
 	uint64_t value; /* st_value: the ELF virtual address */
@@ -33,8 +28,6 @@ const struct elf_symbol *elfsyms_find(const struct elfsyms *e, const char *name)
 bool elfsyms_has_symtab(const struct elfsyms *e);
 bool elfsyms_has_usdt(const struct elfsyms *e);
 bool elfsyms_is_exec(const struct elfsyms *e); /* ET_EXEC: fixed addresses */
-
-int elfsyms_segments(const struct elfsyms *e, const struct elf_segment **segs);
 
 /*
  * The load bias of a mapping that starts at map_start and maps the file from

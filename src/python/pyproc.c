@@ -434,13 +434,6 @@ uint64_t pyproc_symbol(const struct pyproc *p, const char *name)
 	return s ? s->value + p->module.bias : 0;
 }
 
-int pyproc_symbol_file_offset(const struct pyproc *p, const char *name, uint64_t *off)
-{
-	const struct elf_symbol *s = elfsyms_find(p->elf, name);
-
-	return s ? elfsyms_vaddr_to_offset(p->elf, s->value, off) : -1;
-}
-
 const struct pyoffsets *pyproc_offsets(const struct pyproc *p)
 {
 	return &p->off;

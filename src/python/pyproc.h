@@ -85,8 +85,6 @@ const struct pymodule *pyproc_module(const struct pyproc *p);
 uint64_t pyproc_runtime(const struct pyproc *p);
 /* Runtime address of a symbol of the module (.dynsym, then .symtab), or 0. */
 uint64_t pyproc_symbol(const struct pyproc *p, const char *name);
-/* File offset of a function symbol in host_path, what uprobes want; 0 or -1. */
-int pyproc_symbol_file_offset(const struct pyproc *p, const char *name, uint64_t *off);
 
 /* Offsets for this version (tables for 3.8-3.12, the target's _Py_DebugOffsets for 3.13+). */
 const struct pyoffsets *pyproc_offsets(const struct pyproc *p);
