@@ -247,3 +247,15 @@ int symbols_resolve(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size
 		return resolve_kernel(s, addr, buf, len);
 	return resolve_user(s, pid, addr, buf, len);
 }
+
+int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, uint64_t *offset)
+{
+	struct bcc_symbol sym = { 0 };
+
+	/* with no symbol name, libbcc only maps the address through the PT_LOAD segments */
+	if (bcc_resolve_symname(binary, name, name ? 0 : vaddr, 0, NULL, &sym) < 0)
+		return -1;
+	*offset = sym.offset;
+	free((void *)sym.module);
+	return 0;
+}

@@ -69,4 +69,12 @@ void symbols_forget(struct symbols *s, pid_t pid);
 /* How many processes have a symcache now (at most max_procs). */
 unsigned symbols_nprocs(const struct symbols *s);
 
+/*
+ * The other direction, what a uprobe needs: the file offset in binary of function
+ * symbol name (its .symtab, .dynsym or separate debug file), or with name NULL of
+ * the ELF virtual address vaddr (through the PT_LOAD segments). The one place the
+ * tools turn a symbol or an address into a file offset. 0, or -1 when there is none.
+ */
+int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, uint64_t *offset);
+
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "symbols.h"
 
 struct usdt_site {
 	char *binary;    /* the file the uprobe goes on */
@@ -248,19 +249,6 @@ static int add_site(struct usdt *u, const char *binary, uint64_t offset, uint32_
 	return 0;
 }
 
-/* The file offset of virtual address vaddr in binary (what a uprobe wants). */
-static int vaddr_to_offset(const char *binary, uint64_t vaddr, uint64_t *offset)
-{
-	struct bcc_symbol sym = { 0 };
-
-	/* with no symbol name, libbcc only maps the address through the PT_LOAD segments */
-	if (bcc_resolve_symname(binary, NULL, vaddr, 0, NULL, &sym) < 0)
-		return -1;
-	*offset = sym.offset;
-	free((void *)sym.module);
-	return 0;
-}
-
 int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider,
 	     const char *probe, const char *handler)
 {
@@ -294,7 +282,7 @@ int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider
 		char fn[128];
 
 		if (bcc_usdt_get_location(ctx, provider, probe, i, &loc) ||
-		    vaddr_to_offset(loc.bin_path ? loc.bin_path : binary, loc.address, &offset)) {
+		    symbols_file_offset(loc.bin_path ? loc.bin_path : binary, NULL, loc.address, &offset)) {
 			log_error("USDT %s:%s in %s: location %d cannot be mapped to the file",
 				  provider, probe, binary, i);
 			goto out;

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "symbols.h"
+
 struct elf_segment {
 	uint64_t vaddr, offset, filesz, memsz;
 	uint32_t flags; /* PF_R/PF_W/PF_X */
@@ -228,18 +230,6 @@ int elfsyms_bias(const struct elfsyms *e, uint64_t map_start, uint64_t map_offse
 	return -1;
 }
 
-int elfsyms_vaddr_to_offset(const struct elfsyms *e, uint64_t vaddr, uint64_t *offset)
-{
-	for (int i = 0; i < e->nsegs; i++) {
-		const struct elf_segment *s = &e->segs[i];
-		if (vaddr >= s->vaddr && vaddr < s->vaddr + s->filesz) {
-			*offset = vaddr - s->vaddr + s->offset;
-			return 0;
-		}
-	}
-	return -1;
-}
-
 /* The st_value of the default-version definition of name in .dynsym (0: none). */
 static uint64_t default_version_value(Elf *elf, const char *name)
 {
@@ -281,10 +271,9 @@ static uint64_t default_version_value(Elf *elf, const char *name)
 
 int elfsyms_default_func_offset(const char *path, const char *name, uint64_t *offset)
 {
-	struct elfsyms *e;
 	uint64_t value = 0;
 	Elf *elf;
-	int fd, r = -1;
+	int fd;
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -1;
@@ -297,9 +286,5 @@ int elfsyms_default_func_offset(const char *path, const char *name, uint64_t *of
 	if (elf)
 		elf_end(elf);
 	close(fd);
-	if (value && (e = elfsyms_open(path))) {
-		r = elfsyms_vaddr_to_offset(e, value, offset);
-		elfsyms_close(e);
-	}
-	return r;
+	return value ? symbols_file_offset(path, NULL, value, offset) : -1;
 }

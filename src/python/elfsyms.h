@@ -36,13 +36,11 @@ bool elfsyms_is_exec(const struct elfsyms *e); /* ET_EXEC: fixed addresses */
  */
 int elfsyms_bias(const struct elfsyms *e, uint64_t map_start, uint64_t map_offset, uint64_t *bias);
 
-/* File offset of a virtual address (for uprobes); 0, or -1 when it is in no segment. */
-int elfsyms_vaddr_to_offset(const struct elfsyms *e, uint64_t vaddr, uint64_t *offset);
-
 /*
  * File offset (for uprobes) of the default version of function name in path's .dynsym:
  * name@@VER, not an older name@VER compat one (glibc exports pthread_cond_timedwait
- * twice, and programs linked today call the @@GLIBC_2.3.2 one). 0, or -1 when none.
+ * twice, and programs linked today call the @@GLIBC_2.3.2 one); the offset is
+ * symbols_file_offset()'s. 0, or -1 when none.
  */
 int elfsyms_default_func_offset(const char *path, const char *name, uint64_t *offset);
 

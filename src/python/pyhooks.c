@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "procinfo.h"
+#include "symbols.h"
 #include "usdt.h"
 
 struct pyhook_plan {
@@ -124,17 +125,6 @@ int pyhooks_add_usdt(struct pyhook_plan *plan, const char *binary, pid_t pid,
 
 /* ---- uprobes ---- */
 
-static int symbol_file_offset(const char *binary, const char *name, uint64_t *off)
-{
-	struct bcc_symbol sym = { 0 };
-
-	if (bcc_resolve_symname(binary, name, 0, 0, NULL, &sym) < 0)
-		return -1;
-	*off = sym.offset;
-	free((void *)sym.module);
-	return 0;
-}
-
 int pyhooks_add_uprobe_at(struct pyhook_plan *plan, const char *binary, pid_t pid,
 			  const char *label, uint64_t offset, const char *fn, bool ret)
 {
@@ -150,7 +140,7 @@ int pyhooks_add_uprobe(struct pyhook_plan *plan, const char *binary, pid_t pid,
 {
 	uint64_t off;
 
-	if (symbol_file_offset(binary, symbol, &off))
+	if (symbols_file_offset(binary, symbol, 0, &off))
 		return 1;
 	return pyhooks_add_uprobe_at(plan, binary, pid, symbol, off, fn, ret);
 }

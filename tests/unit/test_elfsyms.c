@@ -15,22 +15,19 @@
 #include <stdio.h>
 
 #include "elfsyms.h"
+#include "symbols.h"
 
 /* The file offset of libc's version ver of name, from where the loader put it. */
 static uint64_t loaded_offset(const char *name, const char *ver, char *path, size_t len)
 {
 	void *addr = dlvsym(RTLD_DEFAULT, name, ver);
-	struct elfsyms *e;
 	uint64_t off = 0;
 	Dl_info info;
 
 	assert_non_null(addr);
 	assert_true(dladdr(addr, &info) != 0);
 	snprintf(path, len, "%s", info.dli_fname);
-	e = elfsyms_open(path);
-	assert_non_null(e);
-	assert_int_equal(elfsyms_vaddr_to_offset(e, (uint64_t)((uintptr_t)addr - (uintptr_t)info.dli_fbase), &off), 0);
-	elfsyms_close(e);
+	assert_int_equal(symbols_file_offset(path, NULL, (uint64_t)((uintptr_t)addr - (uintptr_t)info.dli_fbase), &off), 0);
 	return off;
 }
 
