@@ -277,18 +277,14 @@ static bool seen_before(struct seen_files *s, const struct stat *st)
 	return false;
 }
 
-/*
- * The path to hook a module by for every process: /proc/PID/root/... dies with PID,
- * which may be a short-lived process, so the module's own path is used when it names
- * the same file from here (no container in between). st: the module's stat.
- */
-static const char *stable_path(const struct pymodule *m, const struct stat *st)
+const char *pyhooks_every_process_path(const char *path, const char *host_path)
 {
-	struct stat own;
+	struct stat own, st;
 
-	if (stat(m->path, &own) == 0 && own.st_dev == st->st_dev && own.st_ino == st->st_ino)
-		return m->path;
-	return m->host_path;
+	if (stat(host_path, &st) == 0 && stat(path, &own) == 0 && own.st_dev == st.st_dev &&
+	    own.st_ino == st.st_ino)
+		return path;
+	return host_path;
 }
 
 /* One running CPython: plans its binary unless another process's plan covers it. 1: planned. */
@@ -309,7 +305,7 @@ static int plan_running(struct pyhook_plan *plan, const struct pyhook_planner *p
 	else if (seen_before(seen, &st))
 		return 0;
 	else
-		t = (struct pyhook_target){ stable_path(m, &st), py, -1 };
+		t = (struct pyhook_target){ pyhooks_every_process_path(m->path, m->host_path), py, -1 };
 	pyproc_describe(py, false, what, sizeof(what));
 	r = plan_target(plan, p, &t, how, sizeof(how));
 	if (r < 0)

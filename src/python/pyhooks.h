@@ -100,6 +100,14 @@ int pyhooks_clones(const char *binary, const char *symbol, struct pyhook_clones 
 int pyhooks_add_function(struct pyhook_plan *plan, const char *binary, pid_t pid,
 			 const char *symbol, const char *entry_fn, const char *return_fn);
 
+/*
+ * The path to hook a file by for every process (pid -1): host_path (/proc/PID/root/...,
+ * pyproc's) dies with PID, which may be a short-lived process, so path, the file as
+ * the process sees it, when it names the same file from here (no container in
+ * between); else host_path.
+ */
+const char *pyhooks_every_process_path(const char *path, const char *host_path);
+
 /* What a planner is asked to hook: one interpreter binary. */
 struct pyhook_target {
 	const char *binary;      /* where the hooks go: a path openable from here */

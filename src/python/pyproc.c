@@ -108,22 +108,23 @@ static int read_maps(pid_t pid, struct map_entry **out)
 }
 
 /*
- * A path to the mapped file that opens from here. maps paths are relative to the
- * reader's root when the file is reachable from it (chroot), else to the target's
- * (mount namespaces): try /proc/PID/root/PATH, then PATH, checking the inode, then
- * the mapping itself (/proc/PID/map_files, which needs no path at all).
+ * A path to the mapped file that opens from here (the one order of tries, for the
+ * interpreter and for pyproc_libc alike). maps paths are relative to the reader's
+ * root when the file is reachable from it (chroot), else to the target's (mount
+ * namespaces): try /proc/PID/root/PATH, then PATH, checking the inode, then the
+ * mapping itself (/proc/PID/map_files, which needs no path at all).
  */
-static void module_host_path(const struct pyproc *p, const struct map_entry *m, char *buf, size_t len)
+static void mapped_host_path(pid_t pid, const struct map_entry *m, char *buf, size_t len)
 {
 	struct stat st;
 
-	snprintf(buf, len, "/proc/%d/root%s", p->pid, m->path);
+	snprintf(buf, len, "/proc/%d/root%s", pid, m->path);
 	if (!stat(buf, &st) && st.st_ino == m->inode)
 		return;
 	snprintf(buf, len, "%s", m->path);
 	if (!stat(buf, &st) && st.st_ino == m->inode)
 		return;
-	snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", p->pid, (unsigned long long)m->start,
+	snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
 		 (unsigned long long)m->end);
 }
 
@@ -134,7 +135,7 @@ static bool try_module(struct pyproc *p, const struct map_entry *m)
 	struct elfsyms *e;
 	uint64_t bias;
 
-	module_host_path(p, m, p->host_path, sizeof(p->host_path));
+	mapped_host_path(p->pid, m, p->host_path, sizeof(p->host_path));
 	e = elfsyms_open(p->host_path);
 	if (!e)
 		return false;
@@ -425,6 +426,42 @@ const struct pymodule *pyproc_module(const struct pyproc *p)
 uint64_t pyproc_runtime(const struct pyproc *p)
 {
 	return p->runtime;
+}
+
+int pyproc_libc(const struct pyproc *p, char *path, size_t pathlen, char *host_path, size_t hostlen)
+{
+	struct map_entry *maps = NULL;
+	int n = read_maps(p->pid, &maps), r = -1;
+
+	for (int i = 0; i < n && r; i++) {
+		const char *base = strrchr(maps[i].path, '/') + 1;
+
+		if (strncmp(base, "libc.so", 7) && strncmp(base, "libc-", 5))
+			continue;
+		snprintf(path, pathlen, "%s", maps[i].path);
+		mapped_host_path(p->pid, &maps[i], host_path, hostlen);
+		r = 0;
+	}
+	free(maps);
+	return r;
+}
+
+uint64_t pyproc_gil(const struct pyproc *p)
+{
+	const struct pyoffsets *o = &p->off;
+	uint64_t interp = 0, next = 0, gil = 0;
+
+	if (o->rt_gil != PYOFF_NONE)
+		return p->runtime + o->rt_gil; /* 3.8-3.11: in _PyRuntime */
+	if (o->interp_gil_ptr == PYOFF_NONE || pyproc_rd_u64(p, p->runtime + o->rt_interp_head, &interp))
+		return 0;
+	/* newest interpreter first: the main one is the last */
+	for (int i = 0; interp && i < 64; i++, interp = next)
+		if (pyproc_rd_u64(p, interp + o->interp_next, &next) || !next)
+			break;
+	if (!interp || pyproc_rd_u64(p, interp + o->interp_gil_ptr, &gil))
+		return 0;
+	return gil;
 }
 
 uint64_t pyproc_symbol(const struct pyproc *p, const char *name)

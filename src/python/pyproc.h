@@ -86,6 +86,20 @@ uint64_t pyproc_runtime(const struct pyproc *p);
 /* Runtime address of a symbol of the module (.dynsym, then .symtab), or 0. */
 uint64_t pyproc_symbol(const struct pyproc *p, const char *name);
 
+/*
+ * The C library p maps (libc.so.6, or libc-2.X.so): its path as the target sees it,
+ * and one openable from here, tried in pyproc's one order (as pymodule.host_path).
+ * 0, or -1 when p maps none or its maps cannot be read.
+ */
+int pyproc_libc(const struct pyproc *p, char *path, size_t pathlen, char *host_path, size_t hostlen);
+
+/*
+ * Address of the main interpreter's GIL state (struct _gil_runtime_state: pyebpf(7),
+ * CPYTHON INTERNALS, "The GIL"), 0 when it cannot be read: in _PyRuntime up to 3.11,
+ * behind the last interpreter's pointer from 3.12.
+ */
+uint64_t pyproc_gil(const struct pyproc *p);
+
 /* Offsets for this version (tables for 3.8-3.12, the target's _Py_DebugOffsets for 3.13+). */
 const struct pyoffsets *pyproc_offsets(const struct pyproc *p);
 

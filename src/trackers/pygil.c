@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "elfsyms.h"
 #include "kbtf.h"
@@ -296,44 +295,6 @@ static int build_cflags(struct pygil *g)
 
 /* ---- hooks ---- */
 
-/* The libc process pid maps, as a path openable from here; 0, or -1 when none. */
-static int libc_of(pid_t pid, char *buf, size_t len)
-{
-	char maps[64], line[4096 + 256];
-	int found = -1;
-	FILE *f;
-
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-	if (!(f = fopen(maps, "re")))
-		return -1;
-	while (found && fgets(line, sizeof(line), f)) {
-		unsigned long long start, end;
-		unsigned long inode;
-		char file[4096] = "", *base;
-		struct stat st;
-
-		if (sscanf(line, "%llx-%llx %*s %*x %*s %lu %4095[^\n]", &start, &end, &inode, file) < 4 ||
-		    file[0] != '/')
-			continue;
-		base = strrchr(file, '/') + 1;
-		if (strncmp(base, "libc.so", 7) && strncmp(base, "libc-", 5))
-			continue;
-		/*
-		 * our own path when it is the same file (it outlives the process: --children
-		 * attaches for every process), else the target's view (containers), else
-		 * the mapping itself
-		 */
-		snprintf(buf, len, "%s", file);
-		if (stat(buf, &st) || st.st_ino != inode)
-			snprintf(buf, len, "/proc/%d/root%s", pid, file);
-		if (stat(buf, &st) || st.st_ino != inode)
-			snprintf(buf, len, "/proc/%d/map_files/%llx-%llx", pid, start, end);
-		found = 0;
-	}
-	fclose(f);
-	return found;
-}
-
 static int plan_take_gil(struct pyhook_plan *plan, const struct pyhook_target *t, pid_t pid,
 			 char *how, size_t howlen)
 {
@@ -347,11 +308,12 @@ static int plan_take_gil(struct pyhook_plan *plan, const struct pyhook_target *t
 static int plan_condvar(struct pyhook_plan *plan, const struct pyhook_target *t, pid_t pid,
 			char *how, size_t howlen)
 {
-	char libc[4200];
+	char path[4096] = "", host_path[4200] = "";
+	bool found = !pyproc_libc(t->py, path, sizeof(path), host_path, sizeof(host_path));
+	const char *libc = pid > 0 ? host_path : pyhooks_every_process_path(path, host_path);
 	uint64_t off;
 
-	if (libc_of(pyproc_pid(t->py), libc, sizeof(libc)) ||
-	    elfsyms_default_func_offset(libc, "pthread_cond_timedwait", &off)) {
+	if (!found || elfsyms_default_func_offset(libc, "pthread_cond_timedwait", &off)) {
 		snprintf(how, howlen, "its libc's pthread_cond_timedwait was not found (--hook condvar)");
 		return 1;
 	}
@@ -426,26 +388,6 @@ static int prepare(struct tracker *t)
 
 /* ---- targets: each one's GIL in gil_targets ---- */
 
-/* Address of the main interpreter's GIL state, 0 when it cannot be read. */
-static uint64_t gil_address(const struct pyproc *py)
-{
-	const struct pyoffsets *o = pyproc_offsets(py);
-	uint64_t interp = 0, next = 0, gil = 0;
-
-	if (o->rt_gil != PYOFF_NONE)
-		return pyproc_runtime(py) + o->rt_gil; /* 3.8-3.11: in _PyRuntime */
-	if (o->interp_gil_ptr == PYOFF_NONE ||
-	    pyproc_read(py, pyproc_runtime(py) + o->rt_interp_head, &interp, sizeof(interp)))
-		return 0;
-	/* newest interpreter first: the main one is the last */
-	for (int i = 0; interp && i < 64; i++, interp = next)
-		if (pyproc_read(py, interp + o->interp_next, &next, sizeof(next)) || !next)
-			break;
-	if (!interp || pyproc_read(py, interp + o->interp_gil_ptr, &gil, sizeof(gil)))
-		return 0;
-	return gil;
-}
-
 /* A target into gil_targets and into its slot, or the slot marked shared (pygil.h). */
 static int add_target(struct pygil *g, struct pygil_target *cfg)
 {
@@ -473,7 +415,7 @@ static void configure_targets(struct pygil *g)
 
 		if (!pt->py)
 			continue;
-		cfg.gil = gil_address(pt->py);
+		cfg.gil = pyproc_gil(pt->py);
 		cfg.ts_native_tid = pyproc_offsets(pt->py)->ts_native_thread_id;
 		cfg.tgid = (__u32)pt->pid;
 		if (!cfg.gil || add_target(g, &cfg))
@@ -532,7 +474,7 @@ static void sample_holders(struct pygil *g, uint64_t now_ns)
 		dt = SAMPLE_MS * 1000000ull; /* a late tick does not stand for the time it missed */
 	for (int i = 0; i < g->targets.n; i++) {
 		struct pytarget *pt = &g->targets.v[i];
-		uint64_t gil = pt->py && !pt->exited ? gil_address(pt->py) : 0, holder = 0;
+		uint64_t gil = pt->py && !pt->exited ? pyproc_gil(pt->py) : 0, holder = 0;
 		const struct pythread *th;
 		int locked = 0;
 		struct thread_row *r;
