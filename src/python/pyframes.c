@@ -88,17 +88,24 @@ static bool reserve(struct pyframes_buf *b, size_t n)
 	return true;
 }
 
-/* Appends s (n bytes) after a ';' unless it is the first part, its from bytes made to. */
-static void add_part(struct pyframes_buf *b, bool *first, const char *s, size_t n, const char *from,
-		     char to)
+void pyframes_fold_escape(char *s, size_t n, enum pyframes_fold as)
+{
+	for (size_t i = 0; i < n && s[i]; i++)
+		if (s[i] == ';' || (as == PYFRAMES_FOLD_ROOT && s[i] == ' '))
+			s[i] = as == PYFRAMES_FOLD_ROOT ? '_' : ',';
+}
+
+/* Appends s (n bytes) after a ';' unless it is the first part, escaped as a part of kind as. */
+static void add_part(struct pyframes_buf *b, bool *first, const char *s, size_t n, enum pyframes_fold as)
 {
 	if (!reserve(b, n + 1))
 		return;
 	if (!*first)
 		b->p[b->len++] = ';';
 	*first = false;
-	for (size_t i = 0; i < n; i++)
-		b->p[b->len++] = strchr(from, s[i]) ? to : s[i];
+	memcpy(b->p + b->len, s, n);
+	pyframes_fold_escape(b->p + b->len, n, as);
+	b->len += n;
 	b->p[b->len] = 0;
 }
 
@@ -114,12 +121,12 @@ const char *pyframes_folded(struct pyframes_buf *b, const char *root, const stru
 		return "";
 	b->p[0] = 0;
 	if (root)
-		add_part(b, &first, root, strlen(root), "; ", '_');
-	if (marker)
-		add_part(b, &first, marker, strlen(marker), "", 0);
+		add_part(b, &first, root, strlen(root), PYFRAMES_FOLD_ROOT);
+	if (marker) /* "[truncated]", "[error]": nothing to escape */
+		add_part(b, &first, marker, strlen(marker), PYFRAMES_FOLD_FRAME);
 	for (int i = depth - 1; i >= 0; i--) {
 		int n = pyframes_format(&locs[i], frame, sizeof(frame));
-		add_part(b, &first, frame, n < (int)sizeof(frame) ? (size_t)n : sizeof(frame) - 1, ";", ',');
+		add_part(b, &first, frame, n < (int)sizeof(frame) ? (size_t)n : sizeof(frame) - 1, PYFRAMES_FOLD_FRAME);
 	}
 	return b->p;
 }

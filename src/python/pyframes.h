@@ -51,9 +51,17 @@ struct pyframes_buf {
 void pyframes_buf_free(struct pyframes_buf *b);
 
 /*
- * A stack as one line of folded text (what flamegraph.pl reads): root (when not
- * NULL, with ';' and ' ' made '_'), the marker, then the frames root first, ';' between
- * them (a ';' inside a frame becomes ','). Returns b->p ("" when empty).
+ * A name made fit for a part of a folded line (what flamegraph.pl reads: parts between
+ * ';', the count after the last ' '), in place, up to n bytes or its NUL: as the
+ * stack's root (a thread's name) ';' and ' ' become '_'; as a frame ';' becomes ','.
+ */
+enum pyframes_fold { PYFRAMES_FOLD_ROOT, PYFRAMES_FOLD_FRAME };
+void pyframes_fold_escape(char *s, size_t n, enum pyframes_fold as);
+
+/*
+ * A stack as one line of folded text: root (when not NULL, escaped as the root), the
+ * marker, then the frames root first, ';' between them (each escaped as a frame).
+ * Returns b->p ("" when empty).
  */
 const char *pyframes_folded(struct pyframes_buf *b, const char *root, const struct pycode_loc *locs,
 			    int depth, unsigned status);

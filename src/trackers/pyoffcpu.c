@@ -546,9 +546,7 @@ static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_
 
 	pt = pytargets_thread_name(&o->targets, (pid_t)k->pid, (pid_t)k->tid, k->comm, sizeof(k->comm),
 				   thread, sizeof(thread));
-	for (char *c = thread; *c; c++)
-		if (*c == ';' || *c == ' ')
-			*c = '_';
+	pyframes_fold_escape(thread, sizeof(thread), PYFRAMES_FOLD_ROOT);
 	fputs(thread, f);
 	if (k->py_hash && pt && pt->py && py_fd >= 0 && !bpf_lookup_elem(py_fd, &py_hash, py)) {
 		int depth = pyframes_depth(py->depth, sizeof(*py), offsetof(struct pyoffcpu_pystack, frames));
@@ -560,9 +558,7 @@ static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_
 	n = read_stack(o, k->ustack, ips);
 	for (int i = n - 1; i >= 0; i--) {
 		frame_name(o, (pid_t)k->pid, ips[i], name, sizeof(name));
-		for (char *c = name; *c; c++)
-			if (*c == ';')
-				*c = ',';
+		pyframes_fold_escape(name, sizeof(name), PYFRAMES_FOLD_FRAME);
 		fprintf(f, ";%s", name);
 	}
 	n = read_kernel_stack(o, k->kstack, ips);

@@ -118,6 +118,20 @@ static void test_folded_text(void **state)
 	pyframes_buf_free(&b);
 }
 
+/* The one escaping, as pyoffcpu's thread roots and native frames use it. */
+static void test_fold_escape(void **state)
+{
+	char root[] = "my thread;1", frame[] = "f<a;b> (libx.so)", part[] = "a;b;c";
+
+	(void)state;
+	pyframes_fold_escape(root, sizeof(root), PYFRAMES_FOLD_ROOT);
+	assert_string_equal(root, "my_thread_1");
+	pyframes_fold_escape(frame, sizeof(frame), PYFRAMES_FOLD_FRAME);
+	assert_string_equal(frame, "f<a,b> (libx.so)");
+	pyframes_fold_escape(part, 3, PYFRAMES_FOLD_FRAME); /* n bytes at most */
+	assert_string_equal(part, "a,b;c");
+}
+
 /* pygc -o: each stack counted once per pause and weighted by its length. */
 static void test_weighted_stacks(void **state)
 {
@@ -176,6 +190,7 @@ int main(void)
 		cmocka_unit_test(test_folded_counts_in_first_seen_order),
 		cmocka_unit_test(test_top_counts_recursion_once_and_sorts),
 		cmocka_unit_test(test_folded_text),
+		cmocka_unit_test(test_fold_escape),
 		cmocka_unit_test(test_weighted_stacks),
 		cmocka_unit_test(test_limit_counts_the_rest_in_other),
 	};
