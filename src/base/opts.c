@@ -177,8 +177,6 @@ int opts_parse(const struct tool_doc *doc, const struct opt *table, int argc, ch
 			exit(EXIT_OK);
 		}
 		r = handle_common(common, c, optarg);
-		if (r == 0)
-			r = sinkopts_handle(&common->sink, c, optarg);
 		if (r < 0)
 			return -1;
 		if (r == 0 && (!handler || handler(c, optarg, ctx)))

@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "sinkopts.h"
-
 struct opt {
 	int id;           /* handed to the tool's handler; a short option's own letter or OPT_* */
 	char shortname;   /* 0 when there is none */
@@ -46,17 +44,6 @@ enum {
 #define OPT_ENTRY_WIDE { OPT_WIDE, 'w', "wide", NULL, "print every column (the default table fits 120 characters)" }
 #define OPT_END { 0, 0, NULL, NULL, NULL }
 
-/* How every BPF tool's table ends, in the order --help and the man pages list them. */
-#define OPT_ENTRIES_TRACKER_TAIL                                                          \
-	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_KHEADERS, OPT_ENTRY_EBPF, \
-		OPT_ENTRIES_SINKS,                                                        \
-		OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
-/* A tracker without BPF (text stays NULL): no --kernel-headers, no --ebpf. */
-#define OPT_ENTRIES_TRACKER_TAIL_NO_BPF                                                   \
-	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, \
-		OPT_ENTRIES_SINKS,                                                        \
-		OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
-
 struct tool_doc {
 	const char *name;     /* tool name, also the message prefix */
 	const char *summary;  /* one line: what it answers */
@@ -65,6 +52,8 @@ struct tool_doc {
 };
 
 #define MAX_PIDS 64
+
+struct sink_opts;
 
 /* What the shared options set; tools embed this in their own settings. */
 struct common_opts {
@@ -77,7 +66,12 @@ struct common_opts {
 	bool print_ebpf;
 	bool print_fields;
 	bool wide; /* -w */
-	struct sink_opts sink; /* --sqlite, --clickhouse-*, --ch-*, --also-stdout */
+	/*
+	 * --sqlite, --clickhouse-*, --ch-*, --also-stdout: the run layer's (src/run/
+	 * sinkopts.h), which handles them; whoever owns the struct points this at its
+	 * storage (NULL: the sink options are unknown options).
+	 */
+	struct sink_opts *sink;
 };
 
 /* Returns 0 when a handled option parsed, -1 after printing a usage error. */

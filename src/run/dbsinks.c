@@ -116,24 +116,24 @@ struct sink *sinks_open(struct common_opts *c, const struct schema *const *const
 	int n;
 
 	/* --fields and --ebpf print and exit: no database is touched */
-	if (!sinkopts_any_database(&c->sink) || c->print_fields || c->print_ebpf)
+	if (!sinkopts_any_database(c->sink) || c->print_fields || c->print_ebpf)
 		return sink_stdout_open(c->json, c->env);
-	sinkopts_init(&c->sink);
+	sinkopts_init(c->sink);
 	c->json = true;
 	n = dbtable_collect(lists, nlists, schemas, MAX_SCHEMAS);
 	if (!(t = calloc(1, sizeof(*t))))
 		return NULL;
 	t->base.ops = &tee_ops;
 	t->base.env = c->env;
-	if (c->sink.sqlite && (t->db[t->n] = sink_sqlite_open(c->sink.sqlite, schemas, n)))
+	if (c->sink->sqlite && (t->db[t->n] = sink_sqlite_open(c->sink->sqlite, schemas, n)))
 		t->n++;
-	else if (c->sink.sqlite)
+	else if (c->sink->sqlite)
 		goto fail;
-	if (c->sink.ch_url && (t->db[t->n] = sink_clickhouse_open(&c->sink, schemas, n)))
+	if (c->sink->ch_url && (t->db[t->n] = sink_clickhouse_open(c->sink, schemas, n)))
 		t->db[t->n++]->env = c->env; /* its own rows (ebpf_dropped) carry it too */
-	else if (c->sink.ch_url)
+	else if (c->sink->ch_url)
 		goto fail;
-	if (c->sink.also_stdout && !(t->out = sink_stdout_open(true, NULL)))
+	if (c->sink->also_stdout && !(t->out = sink_stdout_open(true, NULL)))
 		goto fail;
 	return &t->base;
 fail:

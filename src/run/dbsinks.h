@@ -8,6 +8,7 @@
 #define PYEBPF_DBSINKS_H
 
 #include "opts.h"
+#include "sinkopts.h"
 #include "schema.h"
 #include "sink.h"
 

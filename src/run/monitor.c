@@ -32,6 +32,7 @@ struct monitor {
 	struct given given[MAX_FLAG_OPTS];
 	int ngiven;
 	int flag_entry[MAX_FLAG_OPTS], flag_index[MAX_FLAG_OPTS]; /* by id - OPT_FLAG_BASE */
+	struct sink_opts *sink; /* the run's, as in its common_opts */
 };
 
 static int find_entry(const struct monitor *m, const char *name)
@@ -67,7 +68,11 @@ static int enable(struct monitor *m, const char *list)
 static int on_option(int id, const char *arg, void *ctx)
 {
 	struct monitor *m = ctx;
+	/* arg is argv's own memory (getopt's optarg): a password in it is blanked */
+	int r = sinkopts_handle(m->sink, id, (char *)arg);
 
+	if (r)
+		return r < 0 ? -1 : 0;
 	if (id == OPT_ENABLE)
 		return enable(m, arg);
 	if (id == OPT_ALL) {
@@ -268,7 +273,8 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 	};
 	static const struct opt tail[] = { OPT_ENTRIES_TRACKER_TAIL };
 	struct opt table[MAX_FLAG_OPTS + 32];
-	static struct common_opts common;
+	static struct sink_opts sinkopts;
+	static struct common_opts common = { .sink = &sinkopts };
 	struct tracker *trackers[MAX_ENTRIES];
 	const struct schema *schemas[MAX_SCHEMAS], *const *list = schemas;
 	const char *blocked[MAX_ENTRIES];
@@ -277,6 +283,7 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 	int nt = 0, nopt = 0, nargs, rc = EXIT_USAGE;
 	struct sink *sink = NULL;
 
+	m.sink = common.sink;
 	log_progname = doc->name;
 	for (int i = 0; i < n; i++)
 		for (const struct monitor_entry *e = ops[i]->monitor; e && e->name; e++) {
@@ -308,7 +315,7 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 	if (opts_parse(doc, table, nargs, args, &common, on_option, &m) < 0)
 		return EXIT_USAGE;
 	/* rows of many hosts and services meet in one table: the tag is what tells them apart */
-	if (!common.env && sinkopts_any_database(&common.sink) && !common.print_fields && !common.print_ebpf)
+	if (!common.env && sinkopts_any_database(common.sink) && !common.print_fields && !common.print_ebpf)
 		return opts_usage_error("-e ENV is required with a database: it tags every row"), EXIT_USAGE;
 	if (!common.npids && !m.all && !common.print_fields && !common.print_ebpf)
 		return opts_usage_error("-p PID or --all is required"), EXIT_USAGE;

@@ -7,7 +7,8 @@
 
 int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int argc, char **argv)
 {
-	struct common_opts common = { 0 };
+	struct sink_opts sinkopts = { 0 };
+	struct common_opts common = { .sink = &sinkopts };
 	struct tracker *t = tracker_new(ops, &common);
 	struct sink *sink;
 	int rc = EXIT_RUNTIME;

@@ -21,15 +21,28 @@ int tracker_option(struct tracker *t, int id, const char *arg)
 	return t->ops->option ? t->ops->option(t, id, arg) : -1;
 }
 
+struct parse {
+	struct tracker *t;
+	struct common_opts *common;
+};
+
 static int on_option(int id, const char *arg, void *ctx)
 {
-	return tracker_option(ctx, id, arg);
+	struct parse *p = ctx;
+	/* arg is argv's own memory (getopt's optarg): a password in it is blanked */
+	int r = sinkopts_handle(p->common->sink, id, (char *)arg);
+
+	if (r)
+		return r < 0 ? -1 : 0;
+	return tracker_option(p->t, id, arg);
 }
 
 int tracker_parse_args(struct tracker *t, const struct tool_doc *doc, struct common_opts *common,
 		       int argc, char **argv)
 {
-	if (opts_parse(doc, t->ops->options, argc, argv, common, on_option, t) < 0)
+	struct parse p = { t, common };
+
+	if (opts_parse(doc, t->ops->options, argc, argv, common, on_option, &p) < 0)
 		return -1;
 	return t->ops->check ? t->ops->check(t) : 0;
 }

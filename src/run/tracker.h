@@ -22,6 +22,7 @@
 #include "bpfprog.h"
 #include "opts.h"
 #include "schema.h"
+#include "sinkopts.h"
 #include "sink.h"
 
 struct tracker;

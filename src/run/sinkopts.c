@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opts.h"
-
 void sinkopts_init(struct sink_opts *o)
 {
 	if (!o->ch_batch_size)
@@ -17,6 +15,8 @@ void sinkopts_init(struct sink_opts *o)
 
 int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 {
+	if (!o)
+		return 0;
 	switch (id) {
 	case OPT_SQLITE:
 		o->sqlite = arg;
@@ -57,5 +57,5 @@ int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 
 bool sinkopts_any_database(const struct sink_opts *o)
 {
-	return o->sqlite || o->ch_url;
+	return o && (o->sqlite || o->ch_url);
 }

@@ -1,12 +1,14 @@
 /*
  * The database sink options every tool shares (--sqlite, --clickhouse-*, --ch-*,
- * --also-stdout): what they set, and their entries in every tracker's option table.
- * The sinks themselves live in src/run (sinks.h).
+ * --also-stdout): what they set, their entries in every tracker's option table, and
+ * how every tracker's table ends. The sinks themselves: dbsinks.h, sink.h.
  */
 #ifndef PYEBPF_SINKOPTS_H
 #define PYEBPF_SINKOPTS_H
 
 #include <stdbool.h>
+
+#include "opts.h"
 
 /* Ids of the sink options, apart from the other shared ones (opts.h) and the tools' own. */
 enum {
@@ -34,6 +36,17 @@ enum {
 	{ OPT_CH_QUEUE_MAX, 0, "ch-queue-max", "N", "rows held while ClickHouse is away; beyond, dropped and counted (default 100000)" }, \
 	{ OPT_ALSO_STDOUT, 0, "also-stdout", NULL, "with a database: also print every record (JSON lines) on stdout" }
 
+/* How every BPF tool's table ends, in the order --help and the man pages list them. */
+#define OPT_ENTRIES_TRACKER_TAIL                                                          \
+	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, OPT_ENTRY_KHEADERS, OPT_ENTRY_EBPF, \
+		OPT_ENTRIES_SINKS,                                                        \
+		OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
+/* A tracker without BPF (text stays NULL): no --kernel-headers, no --ebpf. */
+#define OPT_ENTRIES_TRACKER_TAIL_NO_BPF                                                   \
+	OPT_ENTRY_ENV, OPT_ENTRY_DURATION, OPT_ENTRY_JSON, \
+		OPT_ENTRIES_SINKS,                                                        \
+		OPT_ENTRY_FIELDS, OPT_ENTRY_VERBOSE, OPT_ENTRY_HELP, OPT_ENTRY_VERSION, OPT_END
+
 struct sink_opts {
 	const char *sqlite;
 	const char *ch_url;
@@ -50,11 +63,12 @@ struct sink_opts {
 /* Defaults (a zeroed struct gets them at sinkopts_finish too). */
 void sinkopts_init(struct sink_opts *o);
 /*
- * One option: 1 when it is a sink option (handled), 0 when it is not, -1 after a
- * usage error. arg is the command line's own string: a password in it is blanked.
+ * One option: 1 when it is a sink option (handled), 0 when it is not (also when o is
+ * NULL), -1 after a usage error. arg is the command line's own string: a password in
+ * it is blanked. The parsers of src/run call it before the tool's own handler.
  */
 int sinkopts_handle(struct sink_opts *o, int id, char *arg);
-/* Whether any database sink is asked for. */
+/* Whether any database sink is asked for (false when o is NULL). */
 bool sinkopts_any_database(const struct sink_opts *o);
 
 #endif
