@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "profdata.h"
+#include "profwrite.h"
 
 enum { WIDTH = 1200, PAD = 10, FRAME_H = 16, TOP = 60, BOTTOM = 34, CHAR_W = 7 };
 #define MIN_WIDTH 0.5

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "profdata.h"
+#include "profwrite.h"
 #include "profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile Profile;

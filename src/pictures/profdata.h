@@ -1,15 +1,28 @@
 /*
  * The stacks of a struct stackagg taken apart for the writers: each distinct frame
  * once (name, file, line, kind), each stack as frame indices root first, with its
- * count and weight.
+ * count and weight (profdata.c). The writers (profwrite.h) read it; profile.c, the
+ * front, builds it: neither needs the other.
  */
 #ifndef PYEBPF_PROFDATA_H
 #define PYEBPF_PROFDATA_H
 
+#include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
+#include <stdint.h>
 
-#include "profile.h"
+#include "stackagg.h"
+
+/* What was counted, for the legends, tooltips and sample types. */
+struct profile_meta {
+	const char *title;       /* the picture's heading, e.g. "pystack: CPU in Python" */
+	const char *count_name;  /* what self counts: "samples", "collections" */
+	const char *weight_name; /* what the weight measures, in nanoseconds: "cpu", "pause" */
+	uint64_t period_ns;      /* > 0: weight = self * period_ns (sampling); 0: weight = total */
+	bool by_weight;          /* widths by the weight, not by the count (pygc: pause time) */
+	bool per_thread;         /* the first frame of each stack is a thread name */
+	bool folded_us;          /* folded text: the weight in microseconds (as the tool's -f), not the count */
+};
 
 enum pframe_kind { PFRAME_CODE, PFRAME_THREAD, PFRAME_MARKER };
 
@@ -42,11 +55,5 @@ int profdata_build(struct profdata *d, const struct stackagg *agg, const struct 
 void profdata_free(struct profdata *d);
 /* What the pictures' widths measure: the weight or the count. */
 long long profdata_value(const struct profdata *d, const struct pstack *s);
-
-/* The writers; 0, or -1 when writing failed (errno). */
-int flamesvg_write(FILE *f, const struct profdata *d);
-int speedscope_write(FILE *f, const struct profdata *d);
-/* pprof writes the file itself (gzip). */
-int pprof_write(const char *path, const struct profdata *d);
 
 #endif

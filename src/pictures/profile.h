@@ -17,20 +17,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "profdata.h" /* struct profile_meta */
 #include "stackagg.h"
 
 enum profile_format { PROFILE_NONE, PROFILE_FOLDED, PROFILE_SVG, PROFILE_SPEEDSCOPE, PROFILE_PPROF };
-
-/* What was counted, for the legends, tooltips and sample types. */
-struct profile_meta {
-	const char *title;       /* the picture's heading, e.g. "pystack: CPU in Python" */
-	const char *count_name;  /* what self counts: "samples", "collections" */
-	const char *weight_name; /* what the weight measures, in nanoseconds: "cpu", "pause" */
-	uint64_t period_ns;      /* > 0: weight = self * period_ns (sampling); 0: weight = total */
-	bool by_weight;          /* widths by the weight, not by the count (pygc: pause time) */
-	bool per_thread;         /* the first frame of each stack is a thread name */
-	bool folded_us;          /* folded text: the weight in microseconds (as the tool's -f), not the count */
-};
 
 /* The -o FILE and --format settings of a tracker. */
 struct profile_out {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "profdata.h"
+#include "profwrite.h"
 
 /* The frames but the threads' (they name profiles); index[i]: frame i's place in them. */
 static json_t *frames_json(const struct profdata *d, json_int_t *index)
