@@ -1,6 +1,9 @@
+#define _GNU_SOURCE
 #include "sockdiag.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -8,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "inetfmt.h"
@@ -144,15 +149,28 @@ static void count_one(struct sockdiag *sd, const struct inet_diag_msg *m, unsign
 	}
 }
 
-static int dump_family(struct sockdiag *sd, int family, unsigned lo, unsigned hi,
-		       struct sockdiag_counts *c)
+struct count_ctx {
+	struct sockdiag *sd;
+	unsigned lo, hi;
+	struct sockdiag_counts *c;
+};
+
+static void on_count(const struct inet_diag_msg *m, void *ctx)
+{
+	struct count_ctx *x = ctx;
+
+	count_one(x->sd, m, x->lo, x->hi, x->c);
+}
+
+/* Dumps the TCP sockets of family in states (a bit mask) on fd, calling visit for each. */
+static int dump_family(int fd, unsigned seq, char *buf, size_t buflen, int family, uint32_t states,
+		       void (*visit)(const struct inet_diag_msg *m, void *ctx), void *ctx)
 {
 	struct {
 		struct nlmsghdr nlh;
 		struct inet_diag_req_v2 r;
 	} req = { 0 };
 	struct sockaddr_nl nladdr = { .nl_family = AF_NETLINK };
-	unsigned seq = ++sd->seq;
 
 	req.nlh.nlmsg_len = sizeof(req);
 	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
@@ -160,12 +178,12 @@ static int dump_family(struct sockdiag *sd, int family, unsigned lo, unsigned hi
 	req.nlh.nlmsg_seq = seq;
 	req.r.sdiag_family = (uint8_t)family;
 	req.r.sdiag_protocol = IPPROTO_TCP;
-	req.r.idiag_states = ~0u; /* every state, including TIME_WAIT and request sockets */
-	if (sendto(sd->fd, &req, sizeof(req), 0, (struct sockaddr *)&nladdr, sizeof(nladdr)) < 0)
+	req.r.idiag_states = states;
+	if (sendto(fd, &req, sizeof(req), 0, (struct sockaddr *)&nladdr, sizeof(nladdr)) < 0)
 		return -errno;
 
 	for (;;) {
-		ssize_t n = recv(sd->fd, sd->buf, RECV_BUF, 0);
+		ssize_t n = recv(fd, buf, buflen, 0);
 		struct nlmsghdr *h;
 
 		if (n < 0) {
@@ -175,7 +193,7 @@ static int dump_family(struct sockdiag *sd, int family, unsigned lo, unsigned hi
 		}
 		if (n == 0)
 			return -EPIPE;
-		for (h = (struct nlmsghdr *)sd->buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
 			if (h->nlmsg_seq != seq)
 				continue;
 			if (h->nlmsg_type == NLMSG_DONE)
@@ -189,7 +207,7 @@ static int dump_family(struct sockdiag *sd, int family, unsigned lo, unsigned hi
 			}
 			if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
 			    h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
-				count_one(sd, NLMSG_DATA(h), lo, hi, c);
+				visit(NLMSG_DATA(h), ctx);
 		}
 	}
 }
@@ -209,6 +227,7 @@ int sockdiag_count(struct sockdiag *sd, unsigned port_lo, unsigned port_hi,
 		   struct sockdiag_counts *c)
 {
 	const struct tw_slot *best = NULL;
+	struct count_ctx x = { sd, port_lo, port_hi, c };
 	int err;
 
 	memset(c, 0, sizeof(*c));
@@ -217,9 +236,10 @@ int sockdiag_count(struct sockdiag *sd, unsigned port_lo, unsigned port_hi,
 	memset(sd->tw, 0, sd->tw_cap * sizeof(*sd->tw));
 	sd->tw_used = 0;
 
-	err = dump_family(sd, AF_INET, port_lo, port_hi, c);
+	/* every state, including TIME_WAIT and request sockets */
+	err = dump_family(sd->fd, ++sd->seq, sd->buf, RECV_BUF, AF_INET, ~0u, on_count, &x);
 	if (!err)
-		err = dump_family(sd, AF_INET6, port_lo, port_hi, c);
+		err = dump_family(sd->fd, ++sd->seq, sd->buf, RECV_BUF, AF_INET6, ~0u, on_count, &x);
 	if (err)
 		return err;
 
@@ -237,4 +257,106 @@ int sockdiag_count(struct sockdiag *sd, unsigned port_lo, unsigned port_hi,
 		format_dst(best, c->max_time_wait_dst, sizeof(c->max_time_wait_dst));
 	}
 	return 0;
+}
+
+/*
+ * A sock_diag socket of the network namespace of pid: a socket stays in the
+ * namespace it was made in, so this thread enters pid's for the socket() call and
+ * goes back (nothing to do when it is ours already).
+ */
+static int diag_socket_of(pid_t pid)
+{
+	char path[64];
+	struct stat theirs, ours;
+	int fd, err, self = -1, ns = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
+	if (stat(path, &theirs) || stat("/proc/thread-self/ns/net", &ours))
+		return -errno;
+	if (theirs.st_dev != ours.st_dev || theirs.st_ino != ours.st_ino) {
+		self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		ns = open(path, O_RDONLY | O_CLOEXEC);
+		if (self < 0 || ns < 0 || setns(ns, CLONE_NEWNET)) {
+			err = -errno;
+			goto out;
+		}
+	}
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	err = fd < 0 ? -errno : fd;
+	if (self >= 0 && setns(self, CLONE_NEWNET)) {
+		/* every later socket of this thread would be made in pid's namespace */
+		perror("sockdiag: cannot return to the tool's network namespace");
+		abort();
+	}
+out:
+	if (self >= 0)
+		close(self);
+	if (ns >= 0)
+		close(ns);
+	return err;
+}
+
+struct inodes_ctx {
+	unsigned long *inodes;
+	int n, max;
+};
+
+static void on_listener(const struct inet_diag_msg *m, void *ctx)
+{
+	struct inodes_ctx *x = ctx;
+
+	if (x->n < x->max && m->idiag_inode)
+		x->inodes[x->n++] = m->idiag_inode;
+}
+
+int sockdiag_listening_inodes(pid_t pid, unsigned long *inodes, int max)
+{
+	struct inodes_ctx x = { inodes, 0, max };
+	char *buf = malloc(RECV_BUF);
+	int fd = diag_socket_of(pid), err = fd < 0 ? fd : 0;
+
+	if (!buf)
+		err = -ENOMEM;
+	if (!err)
+		err = dump_family(fd, 1, buf, RECV_BUF, AF_INET, 1u << SOCKDIAG_LISTEN, on_listener, &x);
+	if (!err)
+		err = dump_family(fd, 2, buf, RECV_BUF, AF_INET6, 1u << SOCKDIAG_LISTEN, on_listener, &x);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return err ? err : x.n;
+}
+
+bool sockdiag_holds_listener(pid_t pid)
+{
+	unsigned long inodes[1024];
+	int n = sockdiag_listening_inodes(pid, inodes, 1024);
+	char path[64];
+	struct dirent *d;
+	bool found = false;
+	DIR *dir;
+
+	if (n <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = opendir(path);
+	if (!dir)
+		return false;
+	while (!found && (d = readdir(dir))) {
+		char fdpath[300], target[64];
+		unsigned long ino;
+		ssize_t len;
+
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, d->d_name);
+		len = readlink(fdpath, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (sscanf(target, "socket:[%lu]", &ino) != 1)
+			continue;
+		for (int i = 0; i < n && !found; i++)
+			found = inodes[i] == ino;
+	}
+	closedir(dir);
+	return found;
 }

@@ -1,12 +1,15 @@
 /*
  * TCP socket counts by state, IPv4 and IPv6, from netlink sock_diag (what ss
  * reads): one dump per family, no /proc/net/tcp text to parse, and TIME_WAIT and
- * SYN_RECV (request) sockets included as the kernel holds them.
+ * SYN_RECV (request) sockets included as the kernel holds them. Also a process's
+ * listening sockets, in its own network namespace.
  */
 #ifndef PYEBPF_SOCKDIAG_H
 #define PYEBPF_SOCKDIAG_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
+#include <sys/types.h>
 
 /* Kernel TCP states (include/net/tcp_states.h); index into counts.states. */
 enum {
@@ -43,5 +46,14 @@ struct sockdiag *sockdiag_open(void);
 int sockdiag_count(struct sockdiag *sd, unsigned port_lo, unsigned port_hi,
 		   struct sockdiag_counts *out);
 void sockdiag_close(struct sockdiag *sd);
+
+/*
+ * The inodes of the listening TCP sockets (IPv4 and IPv6) of the network namespace
+ * of process pid (entered for the query when it is not the tool's), at most max.
+ * Returns how many, or -errno.
+ */
+int sockdiag_listening_inodes(pid_t pid, unsigned long *inodes, int max);
+/* Whether pid holds one of them (a fd of its /proc/PID/fd): whether it is a server. */
+bool sockdiag_holds_listener(pid_t pid);
 
 #endif

@@ -6,13 +6,11 @@
  * tracepoints and sock:inet_sock_set_state only.
  */
 #include <bcc/libbpf.h>
-#include <dirent.h>
 #include <errno.h>
 #include <linux/types.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kbtf.h"
 #include "lathist.h"
@@ -23,6 +21,7 @@
 #include "pyebpf_bpf.h"
 #include "pyhandoff.h"
 #include "pytargets.h"
+#include "sockdiag.h"
 #include "record.h"
 #include "monitor.h"
 #include "tracker.h"
@@ -188,66 +187,6 @@ static int check(struct tracker *t)
 	return 0;
 }
 
-/* Inodes of the listening TCP sockets in /proc/PID/net/tcp{,6} (the process's netns). */
-static int listening_inodes(pid_t pid, unsigned long *inodes, int max)
-{
-	static const char *files[] = { "tcp", "tcp6" };
-	int n = 0;
-
-	for (unsigned i = 0; i < 2; i++) {
-		char path[64], line[512];
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/%d/net/%s", pid, files[i]);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f) && n < max) {
-			unsigned st;
-			unsigned long ino;
-			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-			if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) == 2 &&
-			    st == 0x0a)
-				inodes[n++] = ino;
-		}
-		fclose(f);
-	}
-	return n;
-}
-
-/* Whether pid holds a listening TCP socket: a process that is no server sees no handoffs. */
-static bool holds_listener(pid_t pid)
-{
-	unsigned long inodes[1024];
-	int n = listening_inodes(pid, inodes, 1024);
-	char path[64];
-	struct dirent *d;
-	bool found = false;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-	dir = opendir(path);
-	if (!dir)
-		return false;
-	while (!found && (d = readdir(dir))) {
-		char fdpath[300], target[64];
-		unsigned long ino;
-		ssize_t len;
-
-		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, d->d_name);
-		len = readlink(fdpath, target, sizeof(target) - 1);
-		if (len <= 0)
-			continue;
-		target[len] = 0;
-		if (sscanf(target, "socket:[%lu]", &ino) != 1)
-			continue;
-		for (int i = 0; i < n && !found; i++)
-			found = inodes[i] == ino;
-	}
-	closedir(dir);
-	return found;
-}
-
 /* The first child of pid that holds a listening socket (a pre-fork worker), or 0. */
 static pid_t listening_child(pid_t pid)
 {
@@ -257,7 +196,7 @@ static pid_t listening_child(pid_t pid)
 	pid_t found = 0;
 
 	for (int i = 0; i < n && !found; i++)
-		if (kids[i].ppid == pid && holds_listener(kids[i].pid))
+		if (kids[i].ppid == pid && sockdiag_holds_listener(kids[i].pid))
 			found = kids[i].pid;
 	free(kids);
 	return found;
@@ -283,7 +222,7 @@ static pid_t check_targets(const struct common_opts *c, bool children)
 			return -1;
 		}
 		procinfo_comm(pid, pid, comm, sizeof(comm));
-		if (!holds_listener(pid))
+		if (!sockdiag_holds_listener(pid))
 			log_warn("pid %d (comm \"%s\") holds no listening TCP socket: it does not look like "
 				 "a server%s; tracing it anyway", pid, comm,
 				 children ? " (its children may be)" : "");

@@ -6,12 +6,16 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <linux/ethtool.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "ethtool_stats.h"
 #include "fdusage.h"
 #include "ifstats.h"
 #include "netroute.h"
+#include "sockdiag.h"
 
 /* A real /proc/net/dev (kernel 6.18), with a name that is a prefix of another. */
 static const char net_dev[] =
@@ -116,6 +120,23 @@ static void test_fdusage_names(void **state)
 	assert_false(fdusage_name_matches("", "anything"));
 }
 
+/* sock_diag's listening sockets of a process: this one, before and after it listens. */
+static void test_sockdiag_listener(void **state)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_false(sockdiag_holds_listener(getpid())); /* bound, not listening */
+	assert_int_equal(listen(fd, 1), 0);
+	assert_true(sockdiag_holds_listener(getpid()));
+	close(fd);
+	assert_false(sockdiag_holds_listener(getpid()));
+	assert_true(sockdiag_listening_inodes(0x7ffffff0, NULL, 0) < 0); /* no such process */
+}
+
 static void test_ethtool_match(void **state)
 {
 	char strings[4][ETH_GSTRING_LEN] = { 0 };
@@ -155,6 +176,7 @@ int main(void)
 		cmocka_unit_test(test_netroute_ipv4),   cmocka_unit_test(test_netroute_ipv6),
 		cmocka_unit_test(test_fdusage_limit),   cmocka_unit_test(test_fdusage_names),
 		cmocka_unit_test(test_ethtool_match),   cmocka_unit_test(test_ethtool_read_lo),
+		cmocka_unit_test(test_sockdiag_listener),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
