@@ -21,6 +21,12 @@ void pytargets_init(struct pytargets *ts, int max)
 	ts->max = max;
 }
 
+void pytargets_init_named(struct pytargets *ts)
+{
+	pytargets_init(ts, PYTARGETS_NAMED_MAX);
+	ts->lazy = true;
+}
+
 static void target_close(struct pytarget *t)
 {
 	pyproc_close(t->py);

@@ -51,6 +51,12 @@ struct pytargets {
 
 /* An empty set of at most max targets. */
 void pytargets_init(struct pytargets *ts, int max);
+/*
+ * An empty lazy set that only names the threads of the processes seen in events (the
+ * network trackers'): at most PYTARGETS_NAMED_MAX processes, the gone ones let go first.
+ */
+#define PYTARGETS_NAMED_MAX 4096
+void pytargets_init_named(struct pytargets *ts);
 void pytargets_free(struct pytargets *ts);
 
 /* -p: pid must be a CPython this can read; watched. 0, or -1 after an error naming it. */

@@ -35,8 +35,6 @@ extern const char pyhandoff_bpf_text[];
  * of records at 20000 a second take a tenth of the ring.
  */
 enum { RING_PAGES = 256, POLL_MS = 50 };
-/* Processes whose thread names are kept (the gone ones are let go first). */
-enum { MAX_NAMED = 4096 };
 
 enum { OPT_CHILDREN = OPT_TOOL_BASE, OPT_MIN_MS };
 
@@ -159,8 +157,7 @@ static void init(struct tracker *t)
 {
 	struct pyhandoff *h = (struct pyhandoff *)t;
 
-	pytargets_init(&h->named, MAX_NAMED);
-	h->named.lazy = true;
+	pytargets_init_named(&h->named);
 	t->poll_ms = POLL_MS;
 }
 

@@ -88,15 +88,11 @@ struct tcphandshake {
 	struct pytargets named; /* the processes seen in events: Python thread names */
 };
 
-/* Processes whose thread names are kept (the gone ones are let go first). */
-enum { MAX_NAMED = 4096 };
-
 static void init(struct tracker *t)
 {
 	struct tcphandshake *h = (struct tcphandshake *)t;
 
-	pytargets_init(&h->named, MAX_NAMED);
-	h->named.lazy = true;
+	pytargets_init_named(&h->named);
 }
 
 static int option(struct tracker *t, int id, const char *arg)

@@ -149,15 +149,11 @@ struct tcploss {
 	struct pytargets named; /* the processes seen in events: Python thread names */
 };
 
-/* Processes whose thread names are kept (the gone ones are let go first). */
-enum { MAX_NAMED = 4096 };
-
 static void init(struct tracker *t)
 {
 	struct tcploss *l = (struct tcploss *)t;
 
-	pytargets_init(&l->named, MAX_NAMED);
-	l->named.lazy = true;
+	pytargets_init_named(&l->named);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
