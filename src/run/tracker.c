@@ -47,6 +47,17 @@ int tracker_parse_args(struct tracker *t, const struct tool_doc *doc, struct com
 	return t->ops->check ? t->ops->check(t) : 0;
 }
 
+int tracker_check_pids_folded(const struct tracker *t, bool folded)
+{
+	const struct common_opts *c = t->common;
+
+	if (!c->print_ebpf && !c->print_fields && c->npids == 0)
+		return opts_usage_error("give the processes to trace with -p PID");
+	if (folded && c->json)
+		return opts_usage_error("-f and -j exclude each other");
+	return 0;
+}
+
 void tracker_free(struct tracker *t)
 {
 	if (!t)

@@ -102,4 +102,11 @@ int tracker_parse_args(struct tracker *t, const struct tool_doc *doc, struct com
 /* destroy, then the parts every tracker has. */
 void tracker_free(struct tracker *t);
 
+/*
+ * The check of a tracker that traces -p processes only and may print folded stacks
+ * (folded: its -f): -p is required (unless --ebpf or --fields), and -f excludes -j.
+ * 0, or -1 after a usage error.
+ */
+int tracker_check_pids_folded(const struct tracker *t, bool folded);
+
 #endif

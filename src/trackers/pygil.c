@@ -251,12 +251,9 @@ static int option(struct tracker *t, int id, const char *arg)
 static int check(struct tracker *t)
 {
 	struct pygil *g = (struct pygil *)t;
-	const struct common_opts *c = t->common;
 
-	if (!c->print_ebpf && !c->print_fields && c->npids == 0)
-		return opts_usage_error("give the processes to trace with -p PID");
-	if (g->folded && c->json)
-		return opts_usage_error("-f and -j exclude each other");
+	if (tracker_check_pids_folded(t, g->folded))
+		return -1;
 	if (g->folded && !g->stacks)
 		return opts_usage_error("-f needs the stacks (drop --no-stacks)");
 	if (g->py_min_ms >= 0 && !g->stacks)

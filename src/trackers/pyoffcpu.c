@@ -217,12 +217,9 @@ static int option(struct tracker *t, int id, const char *arg)
 static int check(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
-	const struct common_opts *c = t->common;
 
-	if (!c->print_ebpf && !c->print_fields && c->npids == 0)
-		return opts_usage_error("give the processes to trace with -p PID");
-	if (o->folded && c->json)
-		return opts_usage_error("-f and -j exclude each other");
+	if (tracker_check_pids_folded(t, o->folded))
+		return -1;
 	return profile_check(&o->out);
 }
 
