@@ -15,13 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "elfsyms.h"
 #include "kbtf.h"
 #include "log.h"
 #include "jsonfmt.h"
 #include "pyebpf_bpf.h"
 #include "pyframes.h"
 #include "pygil.h"
+#include "pygil_hooks.h"
 #include "pygil_waits.h"
 #include "profile.h"
 #include "pyhooks.h"
@@ -159,8 +159,6 @@ static const struct schema summary_schema = { "pygil_summary", SCHEMA_SUMMARY, s
 static const struct schema *const schemas[] = { &wait_schema, &thread_schema, &holder_schema,
 						&summary_schema, NULL };
 
-enum hook_choice { HOOK_FUTEX, HOOK_TAKE_GIL, HOOK_CONDVAR };
-
 /* One thread in the per-thread table. */
 struct thread_row {
 	pid_t pid, tid;
@@ -176,7 +174,7 @@ struct pygil {
 	double min_wait_ms, py_min_ms;
 	double interval_s;
 	bool children, folded, stacks;
-	enum hook_choice hook;
+	enum pygil_hook hook;
 	struct pyhook_plan *hooks;
 	char *text;
 	struct pytargets targets;
@@ -233,11 +231,11 @@ static int option(struct tracker *t, int id, const char *arg)
 		return 0;
 	case OPT_HOOK:
 		if (!strcmp(arg, "take_gil"))
-			g->hook = HOOK_TAKE_GIL;
+			g->hook = PYGIL_HOOK_TAKE_GIL;
 		else if (!strcmp(arg, "condvar"))
-			g->hook = HOOK_CONDVAR;
+			g->hook = PYGIL_HOOK_CONDVAR;
 		else if (!strcmp(arg, "futex"))
-			g->hook = HOOK_FUTEX;
+			g->hook = PYGIL_HOOK_FUTEX;
 		else
 			return opts_usage_error("invalid --hook '%s': futex, take_gil or condvar", arg);
 		return 0;
@@ -285,76 +283,19 @@ static int build_cflags(struct pygil *g)
 		cflags_add(cf, "-DSTACKS");
 	if (g->stacks && g->py_min_ms > 0)
 		cflags_add(cf, "-DPY_MIN_NS=%lluull", (unsigned long long)(g->py_min_ms * 1e6 + 0.5));
-	if (g->hook == HOOK_FUTEX)
+	if (g->hook == PYGIL_HOOK_FUTEX)
 		cflags_add(cf, "-DFUTEX_HOOK");
 	return 0;
 }
 
 /* ---- hooks ---- */
 
-static int plan_take_gil(struct pyhook_plan *plan, const struct pyhook_target *t, pid_t pid,
-			 char *how, size_t howlen)
-{
-	int n = pyhooks_add_function(plan, t->binary, pid, "take_gil", "take_entry", "take_return");
-
-	if (n > 0)
-		snprintf(how, howlen, "uprobes on take_gil%s", n > 1 ? " and its clones" : "");
-	return n < 0 ? -1 : n == 0;
-}
-
-static int plan_condvar(struct pyhook_plan *plan, const struct pyhook_target *t, pid_t pid,
-			char *how, size_t howlen)
-{
-	char path[4096] = "", host_path[4200] = "";
-	bool found = !pyproc_libc(t->py, path, sizeof(path), host_path, sizeof(host_path));
-	const char *libc = pid > 0 ? host_path : pyhooks_every_process_path(path, host_path);
-	uint64_t off;
-
-	if (!found || elfsyms_default_func_offset(libc, "pthread_cond_timedwait", &off)) {
-		snprintf(how, howlen, "its libc's pthread_cond_timedwait was not found (--hook condvar)");
-		return 1;
-	}
-	if (pyhooks_add_uprobe_at(plan, libc, pid, "pthread_cond_timedwait", off, "cond_entry", false) ||
-	    pyhooks_add_uprobe_at(plan, libc, pid, "pthread_cond_timedwait", off, "cond_return", true))
-		return -1;
-	snprintf(how, howlen, "uprobes on libc's pthread_cond_timedwait (default version, "
-		 "offset 0x%llx) on the GIL's condition variable", (unsigned long long)off);
-	return 0;
-}
-
-/*
- * The hook for one interpreter binary. The futex tracepoints need no symbol and trap
- * nowhere: the uprobes of the other two are a trap into the kernel at each hit, and
- * condvar's run with gil->mutex held, which every GIL handoff needs (make bench: a
- * socket ping-pong kept 0.6 of its throughput with take_gil, 0.1 to 0.3 with condvar).
- */
 static int plan_binary(void *ctx, struct pyhook_plan *plan, const struct pyhook_target *t,
 		       char *how, size_t howlen)
 {
 	struct pygil *g = ctx;
-	/* --children: on the file for every process (the children's too), filtered in BPF */
-	pid_t pid = g->children ? -1 : t->pid;
-	int r;
 
-	if (!t->py)
-		return 1;
-	if (pyproc_version(t->py)->free_threaded) {
-		snprintf(how, howlen, "is a free-threaded build: this interpreter has no GIL");
-		return 1;
-	}
-	switch (g->hook) {
-	case HOOK_FUTEX:
-		snprintf(how, howlen, "its waits for the GIL's condition variable, from the futex syscall "
-			 "tracepoints");
-		return 0;
-	case HOOK_TAKE_GIL:
-		if ((r = plan_take_gil(plan, t, pid, how, howlen)) == 1)
-			snprintf(how, howlen, "has no take_gil symbol (--hook take_gil)");
-		return r;
-	case HOOK_CONDVAR:
-		break;
-	}
-	return plan_condvar(plan, t, pid, how, howlen);
+	return pygil_hooks_plan(g->hook, g->children, plan, t, how, howlen);
 }
 
 static bool keep_target(void *ctx, struct pyproc *py)
@@ -709,7 +650,7 @@ static int start(struct tracker *t)
 	/* woken per 16 records, read every poll: the holder samples want a tick about every 5 ms */
 	t->poll_ms = SAMPLE_MS;
 	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 16) || pyhooks_attach(g->hooks, p) ||
-	    (g->hook == HOOK_FUTEX && (bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_futex") ||
+	    (g->hook == PYGIL_HOOK_FUTEX && (bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_futex") ||
 				       bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_futex"))))
 		return -1;
 	snprintf(t->banner, sizeof(t->banner), "Tracing GIL waits of %d process%s (%d probes).",
