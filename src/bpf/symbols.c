@@ -248,6 +248,32 @@ int symbols_resolve(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size
 	return resolve_user(s, pid, addr, buf, len);
 }
 
+void symbols_frame_name(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	char raw[512];
+	char *mod, *plus;
+	size_t n;
+
+	if (addr >= SYMBOLS_KERNEL_START) {
+		symbols_resolve(s, SYMBOLS_KERNEL_PID, addr, raw, sizeof(raw));
+		snprintf(buf, len, "%s [kernel]", raw);
+		return;
+	}
+	symbols_resolve(s, pid, addr, raw, sizeof(raw));
+	n = strlen(raw);
+	mod = n > 2 && raw[n - 1] == ')' ? strrchr(raw, '(') : NULL;
+	if (!mod || mod == raw || mod[-1] != ' ') {
+		snprintf(buf, len, "%s", raw);
+		return;
+	}
+	mod[-1] = '\0';
+	raw[n - 1] = '\0';
+	plus = strstr(raw, "+0x");
+	if (plus)
+		*plus = '\0';
+	snprintf(buf, len, "%s [%s]", raw, mod + 1);
+}
+
 int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, uint64_t *offset)
 {
 	struct bcc_symbol sym = { 0 };

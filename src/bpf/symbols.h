@@ -63,6 +63,13 @@ void symbols_close(struct symbols *s);
  */
 int symbols_resolve(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size_t len);
 
+/*
+ * addr as a frame of a folded stack or picture: symbols_resolve()'s "func+0xoff
+ * (module)" as "func [module]" (offsets would split a flame graph), a kernel address
+ * as "func [kernel]", anything else as symbols_resolve() wrote it ("0xADDR").
+ */
+void symbols_frame_name(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size_t len);
+
 /* Frees pid's symcache (its process exited); the next resolve makes a new one. */
 void symbols_forget(struct symbols *s, pid_t pid);
 

@@ -313,33 +313,6 @@ static void sync_targets(struct pyoffcpu *o)
 	}
 }
 
-/* symbols_resolve()'s "func+0xoff (module)" as "func [module]": offsets would split a flame graph. */
-static void frame_name(struct pyoffcpu *o, pid_t pid, uint64_t addr, char *buf, size_t len)
-{
-	char raw[FRAME_NAME_MAX];
-	char *mod, *plus;
-	size_t n;
-
-	if (addr >= SYMBOLS_KERNEL_START) {
-		symbols_resolve(o->syms, SYMBOLS_KERNEL_PID, addr, raw, sizeof(raw));
-		snprintf(buf, len, "%s [kernel]", raw);
-		return;
-	}
-	symbols_resolve(o->syms, pid, addr, raw, sizeof(raw));
-	n = strlen(raw);
-	mod = n > 2 && raw[n - 1] == ')' ? strrchr(raw, '(') : NULL;
-	if (!mod || mod == raw || mod[-1] != ' ') {
-		snprintf(buf, len, "%s", raw);
-		return;
-	}
-	mod[-1] = '\0';
-	raw[n - 1] = '\0';
-	plus = strstr(raw, "+0x");
-	if (plus)
-		*plus = '\0';
-	snprintf(buf, len, "%s [%s]", raw, mod + 1);
-}
-
 /* The frames of stack id (innermost first) into ips; how many (0 when it is gone or id < 0). */
 static int read_stack(struct pyoffcpu *o, int id, __u64 *ips)
 {
@@ -385,7 +358,7 @@ static json_t *stack_array(struct pyoffcpu *o, pid_t pid, int id, bool kernel)
 	json_t *a = json_array();
 
 	for (int i = 0; i < n; i++) {
-		frame_name(o, pid, ips[i], name, sizeof(name));
+		symbols_frame_name(o->syms, pid, ips[i], name, sizeof(name));
 		json_array_append_new(a, json_string(name));
 	}
 	return a;
@@ -554,13 +527,13 @@ static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_
 	/* native frames come innermost first: printed from the outermost */
 	n = read_stack(o, k->ustack, ips);
 	for (int i = n - 1; i >= 0; i--) {
-		frame_name(o, (pid_t)k->pid, ips[i], name, sizeof(name));
+		symbols_frame_name(o->syms, (pid_t)k->pid, ips[i], name, sizeof(name));
 		pyframes_fold_escape(name, sizeof(name), PYFRAMES_FOLD_FRAME);
 		fprintf(f, ";%s", name);
 	}
 	n = read_kernel_stack(o, k->kstack, ips);
 	for (int i = n - 1; i >= 0; i--) {
-		frame_name(o, (pid_t)k->pid, ips[i], name, sizeof(name));
+		symbols_frame_name(o->syms, (pid_t)k->pid, ips[i], name, sizeof(name));
 		fprintf(f, ";%s", name);
 	}
 }

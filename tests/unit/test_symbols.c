@@ -59,6 +59,20 @@ static void own_function_is_named_with_module(void **state)
 	symbols_close(s);
 }
 
+/* As a frame of a folded stack: no offset (it would split a flame graph), the module in []. */
+static void frame_names_drop_the_offset(void **state)
+{
+	struct symbols *s = symbols_open(0);
+	char buf[256];
+
+	(void)state;
+	symbols_frame_name(s, getpid(), ADDR(symbols_test_marker) + 1, buf, sizeof(buf));
+	assert_string_equal(buf, "symbols_test_marker [test_symbols]");
+	symbols_frame_name(s, getpid(), 0x10, buf, sizeof(buf)); /* in no module */
+	assert_string_equal(buf, "0x10");
+	symbols_close(s);
+}
+
 static void libc_function_is_named(void **state)
 {
 	struct symbols *s = symbols_open(0);
@@ -359,6 +373,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(own_function_is_named_with_module),
+		cmocka_unit_test(frame_names_drop_the_offset),
 		cmocka_unit_test(libc_function_is_named),
 		cmocka_unit_test(unknown_addresses_say_what_they_know),
 		cmocka_unit_test(kernel_addresses_are_named_from_kallsyms),
