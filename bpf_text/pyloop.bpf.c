@@ -42,8 +42,13 @@ struct bpf_perf_event_data;
 BPF_HASH(target_pids, u32, u8, 1024);
 BPF_HASH(loops, u32, struct pyloop_thread, 4096);
 BPF_HASH(iter_hist, struct pyloop_hist_key, u64, PYLOOP_HIST_MAX);
-/* Set to 1 by userspace when the run ends: records, losses and totals then agree. */
-BPF_ARRAY(stopped, u32, 1);
+/*
+ * 1 from when every program is attached until the run ends (set by userspace): an
+ * iteration is measured only while the scheduler, the sampler and the pollers are all
+ * seen (the runner detaches them one after the other), and records, losses and totals
+ * read at the end agree.
+ */
+BPF_ARRAY(running, u32, 1);
 #ifdef WALK_PYTHON
 /* A zeroed stack to create py_pending entries from (never written). */
 BPF_ARRAY(blank_stack, struct pyloop_stack, 1);
@@ -54,9 +59,9 @@ BPF_PERCPU_ARRAY(scratch, struct pyloop_stack, 1);
 
 static __always_inline bool is_stopped(void)
 {
-	u32 zero = 0, *v = stopped.lookup(&zero);
+	u32 zero = 0, *v = running.lookup(&zero);
 
-	return !v || *v;
+	return !v || !*v;
 }
 
 /* Only the frames filled in go out. */
@@ -108,6 +113,57 @@ static __always_inline void hist_add(u32 tid, u64 ns)
 		counter_add(LOOP_CNT_HIST_FULL, 1);
 }
 
+/* An off-CPU period inside the iteration ends: its times, and its stack when it is the longest. */
+static __always_inline void period_end(struct pyloop_thread *t, u32 tid, u64 off, u64 runq)
+{
+	t->it_off_ns += off;
+	t->it_runq_ns += runq;
+	if (off > t->it_longest_off_ns) {
+		t->it_longest_off_ns = off;
+#ifdef WALK_PYTHON
+		if (t->out_walked) {
+			struct pyloop_stack *s = py_pending.lookup(&tid);
+
+			if (s)
+				py_block.update(&tid, s);
+		}
+#endif
+	}
+	t->out_ns = t->wake_ns = 0;
+	t->out_walked = 0;
+}
+
+/* next is back on a CPU: the off-CPU period inside the iteration ends. */
+static __always_inline void switch_in(u32 tid, u64 now)
+{
+	struct pyloop_thread *t = loops.lookup(&tid);
+
+	if (!t || !t->out_ns)
+		return;
+	if (t->wake_ns && t->wake_ns >= t->out_ns)
+		period_end(t, tid, t->wake_ns - t->out_ns, now - t->wake_ns);
+	else
+		period_end(t, tid, now - t->out_ns, 0);
+}
+
+/*
+ * The thread runs (this is its context) but its period off the CPU never ended: the
+ * kernel skipped the sched_switch that put it back (syscall tracepoint programs may be
+ * preempted on this kernel, and a tracepoint that fires meanwhile on that CPU is
+ * skipped as recursion). The period ends at its wakeup when one was seen (its run-queue
+ * wait is then unknown: counted as running), else it is not counted.
+ */
+static __always_inline void switch_in_missed(struct pyloop_thread *t, u32 tid)
+{
+	if (!t->out_ns)
+		return;
+	counter_add(LOOP_CNT_SWITCH_IN_MISSED, 1);
+	if (t->wake_ns && t->wake_ns >= t->out_ns)
+		period_end(t, tid, t->wake_ns - t->out_ns, 0);
+	t->out_ns = t->wake_ns = 0;
+	t->out_walked = 0;
+}
+
 /* The poller's entry: the end of the iteration going on (a stall when long). */
 static __always_inline void poll_enter(void *ctx, u32 poller, s64 fd)
 {
@@ -156,6 +212,7 @@ static __always_inline void poll_enter(void *ctx, u32 poller, s64 fd)
 	}
 	counter_add(LOOP_CNT_POLLS, 1);
 	now = bpf_ktime_get_ns();
+	switch_in_missed(t, tid);
 	t->polls += 1;
 	t->in_poll = 1;
 	t->poll_start = now;
@@ -356,6 +413,7 @@ static __always_inline void switch_out(s64 state, u64 now)
 	t = loops.lookup(&tid);
 	if (!t || !t->iter_start || t->in_poll)
 		return;
+	switch_in_missed(t, tid);
 	t->out_ns = now;
 	t->wake_ns = state ? 0 : now;
 	t->out_walked = 0;
@@ -380,38 +438,6 @@ static __always_inline void switch_out(s64 state, u64 now)
 		}
 	}
 #endif
-}
-
-/* next is back on a CPU: the off-CPU period inside the iteration ends. */
-static __always_inline void switch_in(u32 tid, u64 now)
-{
-	struct pyloop_thread *t = loops.lookup(&tid);
-	u64 off, runq;
-
-	if (!t || !t->out_ns)
-		return;
-	if (t->wake_ns && t->wake_ns >= t->out_ns) {
-		off = t->wake_ns - t->out_ns;
-		runq = now - t->wake_ns;
-	} else {
-		off = now - t->out_ns;
-		runq = 0;
-	}
-	t->it_off_ns += off;
-	t->it_runq_ns += runq;
-	if (off > t->it_longest_off_ns) {
-		t->it_longest_off_ns = off;
-#ifdef WALK_PYTHON
-		if (t->out_walked) {
-			struct pyloop_stack *s = py_pending.lookup(&tid);
-
-			if (s)
-				py_block.update(&tid, s);
-		}
-#endif
-	}
-	t->out_ns = t->wake_ns = 0;
-	t->out_walked = 0;
 }
 
 TRACEPOINT_PROBE(sched, sched_switch)

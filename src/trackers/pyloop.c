@@ -525,7 +525,10 @@ static void on_stall(struct pyloop *o, const struct pyloop_stall *s)
 	json_set_int(r, "iterations_before", (json_int_t)s->iterations_before);
 	if (o->folded || o->out.path)
 		fold_stall(o, thread, cand, n, dur);
-	sink_record(o->base.sink, &stall_schema, r);
+	if (o->folded)
+		json_decref(r); /* -f: stdout is flame-graph input only */
+	else
+		sink_record(o->base.sink, &stall_schema, r);
 	free(sorted);
 	if (p) {
 		pending_reset(p, 0);
@@ -544,6 +547,19 @@ static void on_event(void *ctx, void *data, int size)
 		on_stall(o, data);
 	else if (*kind == PYLOOP_REC_SAMPLE || *kind == PYLOOP_REC_BLOCK)
 		on_stack(o, data, size);
+}
+
+/* The programs' running flag: 1 once everything is attached, 0 at the end. 0, or -1. */
+static int set_running(struct pyloop *o, __u32 on)
+{
+	int fd = bpfprog_table_fd(o->base.prog, "running");
+	__u32 zero = 0;
+
+	if (fd < 0 || bpf_update_elem(fd, &zero, &on, BPF_ANY)) {
+		log_error("cannot %s the BPF programs", on ? "start" : "stop");
+		return -1;
+	}
+	return 0;
 }
 
 static uint64_t cpu_used_us(void)
@@ -577,13 +593,7 @@ static int start(struct tracker *t)
 	o->targets.next_children_ns = o->targets.next_exits_ns = o->last_report_ns + 1000000000ull;
 	if (bpfprog_open_ring_buffer(p, "events", on_event, o))
 		return -1;
-	if (bpfprog_attach_tracepoint(p, "sched", "sched_switch") ||
-	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup"))
-		return -1;
-	if (!o->no_stacks &&
-	    bpfprog_attach_perf_event(p, "on_sample", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, o->freq, -1))
-		return -1;
-	/* the pollers last: an iteration is measured only with the scheduler and the sampler in place */
+	/* the pollers first: the runner detaches in this order, so no stall ends after the scheduler is gone */
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(tp, sizeof(tp), "sys_enter_%s", names[i]);
 		if (!strcmp(names[i], "epoll_pwait2") && !tpformat_has_field("syscalls", tp, "epfd"))
@@ -594,6 +604,14 @@ static int start(struct tracker *t)
 		if (bpfprog_attach_tracepoint(p, "syscalls", tp))
 			return -1;
 	}
+	if (bpfprog_attach_tracepoint(p, "sched", "sched_switch") ||
+	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup"))
+		return -1;
+	if (!o->no_stacks &&
+	    bpfprog_attach_perf_event(p, "on_sample", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, o->freq, -1))
+		return -1;
+	if (set_running(o, 1))
+		return -1;
 	o->cpu_start_us = cpu_used_us();
 	return 0;
 }
@@ -785,10 +803,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 
 static void stop_tracing(struct pyloop *o)
 {
-	int fd = bpfprog_table_fd(o->base.prog, "stopped");
-	__u32 zero = 0, one = 1;
-
-	if (fd < 0 || bpf_update_elem(fd, &zero, &one, BPF_ANY))
+	if (set_running(o, 0))
 		return;
 	usleep(10000); /* programs running on other CPUs finish (they run for microseconds) */
 	bpfprog_deliver(o->base.prog);

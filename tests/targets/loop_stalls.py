@@ -7,12 +7,14 @@ with slow_callback_duration 0.1 s), uvloop, or selectors (a plain selectors loop
 written out here, no asyncio). PATTERN: comma-separated stalls done in turn, forever,
 GAP_MS apart (default 400): sleep:MS (time.sleep in a callback: off the CPU),
 cpu:MS (a busy loop in a callback: on the CPU), burst:N (N loop iterations of no
-work, once, at SIGUSR1: the pattern waits for it), none (no stall; the loop only
-ticks every GAP_MS).
+work at each SIGUSR1; the loop has no timer meanwhile, so it blocks in its poller),
+none (no stall; the loop only ticks every GAP_MS).
 
 Prints "ready" once the loop runs; then, per stall, one JSON line with the kind, the
-wanted ms and time.monotonic() before and after the blocking call (the ground truth
-for the loops without a debug mode), and per burst {"burst": N, "iterations": ...}.
+wanted ms, time.time() when the blocking call began and its length in seconds
+(time.monotonic(): the ground truth for the loops without a debug mode), and per
+burst {"burst": N, "selects": the loop's selector.select() calls during it}. asyncio's debug messages go to stderr with time.time() first.
+PYLOOP_TARGET_DELAY=SECONDS: no loop at all (no poller) for that long after "ready".
 """
 import json
 import os
@@ -36,13 +38,13 @@ def cpu_work(seconds):
 
 
 def stall(kind, ms):
-    t0 = time.monotonic()
+    w0, t0 = time.time(), time.monotonic()
     if kind == "sleep":
         blocking_call(ms / 1000.0)
     else:
         cpu_work(ms / 1000.0)
     t1 = time.monotonic()
-    print(json.dumps({"kind": kind, "ms": ms, "start": t0, "end": t1}), flush=True)
+    print(json.dumps({"kind": kind, "ms": ms, "wall": w0, "seconds": t1 - t0}), flush=True)
 
 
 def parse(pattern):
@@ -56,27 +58,38 @@ def parse(pattern):
 def run_asyncio(steps, gap, use_uvloop):
     import asyncio
 
-    burst_wanted = []
-    signal.signal(signal.SIGUSR1, lambda *a: burst_wanted.append(1))
-
     async def main():
         loop = asyncio.get_running_loop()
         loop.slow_callback_duration = 0.1
+        burst = asyncio.Event()
+        loop.add_signal_handler(signal.SIGUSR1, burst.set)
+        selects = [0]
+        selector = getattr(loop, "_selector", None)
+        if selector is not None:
+            # the target's own count of its poller calls (one epoll_wait per select)
+            real = selector.select
+
+            def counted(timeout=None):
+                selects[0] += 1
+                return real(timeout)
+            selector.select = counted
         print("ready", flush=True)
         i = 0
         while True:
             kind, n = steps[i % len(steps)]
             i += 1
-            await asyncio.sleep(gap)
+            if kind in ("sleep", "cpu", "none"):
+                await asyncio.sleep(gap)
             if kind in ("sleep", "cpu"):
                 stall(kind, n)
             elif kind == "burst":
-                while not burst_wanted:
-                    await asyncio.sleep(0.05)
-                burst_wanted.clear()
+                # no timer while waiting: the loop blocks in its poller until the signal
+                await burst.wait()
+                burst.clear()
+                before = selects[0]
                 for _ in range(n):
                     await asyncio.sleep(0)
-                print(json.dumps({"burst": n}), flush=True)
+                print(json.dumps({"burst": n, "selects": selects[0] - before}), flush=True)
 
     if use_uvloop:
         import uvloop
@@ -105,9 +118,15 @@ def run_selectors(steps, gap):
 
 
 def main():
+    import logging
+    logging.basicConfig(format="%(created).6f %(message)s")
     loop = sys.argv[1]
     steps = parse(sys.argv[2])
     gap = (int(sys.argv[3]) if len(sys.argv) > 3 else 400) / 1000.0
+    delay = float(os.environ.get("PYLOOP_TARGET_DELAY", "0"))
+    if delay:
+        print("ready", flush=True)
+        time.sleep(delay)
     if loop == "selectors":
         run_selectors(steps, gap)
     else:

@@ -1,0 +1,386 @@
+"""pyloop against real event loops, with ground truths that do not come from the tool:
+asyncio's own debug mode (every slow callback it logs, with its length), the targets'
+own clocks around their blocking calls, a FastAPI app under uvicorn, uvloop and a
+plain selectors loop, the lines of the blocking and busy calls, and perf's count of
+the loop thread's epoll_wait calls.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import TARGETS, Tool, assert_fields_documented, run, tool_path
+from test_pystack import Targets, parse_stack, pythons, supported, targets  # noqa: F401 (fixtures)
+
+STALLS = os.path.join(TARGETS, "loop_stalls.py")
+FASTAPI = os.path.join(TARGETS, "loop_fastapi.py")
+DEBIAN = "/usr/bin/python3.11"
+
+
+def marked_line(path, marker):
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if line.rstrip().endswith("# " + marker):
+                return i
+    raise AssertionError("no %s line in %s" % (marker, path))
+
+
+def iso_epoch(s):
+    """'2026-12-06T04:36:47.822047Z' as seconds since the epoch."""
+    import datetime
+    return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def stalls_of(tool, pid):
+    return [e for e in tool.events("loop_stall") if e["pid"] == pid]
+
+
+def leaf(stack):
+    frames = parse_stack(stack)
+    return frames[-1] if frames else (None, None, None)
+
+
+def truth_lines(proc):
+    """The target's JSON lines on stdout so far (it keeps running)."""
+    out = []
+    os.set_blocking(proc.stdout.fileno(), False)
+    data = proc.stdout.read() or b""
+    for line in data.decode().splitlines():
+        if line.startswith("{"):
+            out.append(json.loads(line))
+    return out
+
+
+def matched(truth, stalls, window):
+    """{index of truth: [stalls that began within 30 ms of it]} for truths inside window."""
+    out = {}
+    for i, t in enumerate(truth):
+        if not (window[0] + 0.3 < t["wall"] < window[1] - 0.5):
+            continue
+        out[i] = [s for s in stalls if abs(iso_epoch(s["time"]) - t["wall"]) < 0.03]
+    return out
+
+
+@pytest.fixture(scope="module")
+def debug_run(pythons):
+    """One pyloop run over loop_stalls.py in asyncio debug mode on every supported
+    interpreter: (tool, {name: process}, {name: stderr file}). Each target stalls
+    200 ms asleep and 120 ms on the CPU, 600 ms apart."""
+    procs = Targets()
+    tool = None
+    logs = {}
+    try:
+        started = {}
+        for name, cmd in supported(pythons).items():
+            log = open("/tmp/pyloop-test-%s-%d.err" % (name, os.getpid()), "w+")
+            logs[name] = log
+            env = dict(os.environ, PYTHONASYNCIODEBUG="1")
+            p = subprocess.Popen(cmd + [STALLS, "asyncio", "sleep:200,cpu:120", "600"],
+                                 stdout=subprocess.PIPE, stderr=log, env=env)
+            procs.procs.append(p)
+            assert p.stdout.readline().strip() == b"ready", name
+            started[name] = p
+        pids = [a for p in started.values() for a in ("-p", str(p.pid))]
+        tool = Tool("pyloop", pids).wait_ready()
+        start = time.time()
+        time.sleep(8)
+        tool.window = (start, time.time())
+        tool.stop()
+        yield tool, started, logs
+    finally:
+        if tool and tool.proc.poll() is None:
+            tool.proc.kill()
+            tool.proc.wait()
+        procs.stop_all()
+        for f in logs.values():
+            f.close()
+            os.unlink(f.name)
+
+
+SLOW_RE = re.compile(r"^(\d+\.\d+) Executing .* took (\d+\.\d+) seconds$")
+
+
+def test_every_slow_callback_asyncio_logs_is_one_stall(debug_run):
+    """asyncio's debug mode is the oracle: each slow callback it logs inside the window
+    is exactly one stall of the same length (within 5 ms), and there is no other stall."""
+    tool, procs, logs = debug_run
+    assert tool.returncode == 0, tool.stderr
+    failures = []
+    for name, p in procs.items():
+        logs[name].seek(0)
+        slow = []
+        for line in logs[name].read().splitlines():
+            m = SLOW_RE.match(line)
+            if m:
+                slow.append((float(m.group(1)), float(m.group(2))))
+        stalls = stalls_of(tool, p.pid)
+        inside = [(end, secs) for end, secs in slow if tool.window[0] + 0.3 < end - secs and end < tool.window[1] - 0.5]
+        if len(inside) < 8:
+            failures.append("%s: only %d slow callbacks logged in the window" % (name, len(inside)))
+            continue
+        used = set()
+        for end, secs in inside:
+            # the stall ends when the loop polls again, a little after the callback's end
+            near = [i for i, s in enumerate(stalls)
+                    if abs(iso_epoch(s["time"]) + s["duration_ms"] / 1000.0 - end) < 0.05]
+            if len(near) != 1:
+                failures.append("%s: slow callback of %.3f s ending at %.3f: %d stalls" % (name, secs, end, len(near)))
+                continue
+            used.add(near[0])
+            got = stalls[near[0]]["duration_ms"]
+            if abs(got - secs * 1000.0) > 5:
+                failures.append("%s: asyncio %.3f s, pyloop %.3f ms" % (name, secs, got))
+        for i, s in enumerate(stalls):
+            t0 = iso_epoch(s["time"])
+            if i not in used and tool.window[0] + 0.3 < t0 and t0 + s["duration_ms"] / 1000.0 < tool.window[1] - 0.5:
+                failures.append("%s: a stall asyncio did not log: %s" % (name, s))
+    assert not failures, "\n".join(failures)
+
+
+def test_sleep_and_cpu_stalls_have_their_times_and_stacks(debug_run):
+    """time.sleep(0.2): off the CPU, the sleep's line as py_stack and blocking_py_stack;
+    the busy loop: on the CPU (or waiting for it), sampled in cpu_work."""
+    tool, procs, _ = debug_run
+    block_line, cpu_line = marked_line(STALLS, "BLOCK"), marked_line(STALLS, "CPU")
+    failures = []
+    for name, p in procs.items():
+        stalls = stalls_of(tool, p.pid)
+        sleeps = [s for s in stalls if s["duration_ms"] >= 190]
+        cpus = [s for s in stalls if 110 <= s["duration_ms"] < 190]
+        if len(sleeps) < 3 or len(cpus) < 3:
+            failures.append("%s: %d sleep and %d cpu stalls" % (name, len(sleeps), len(cpus)))
+            continue
+        for s in sleeps:
+            if not (s["off_cpu_ms"] >= 0.9 * s["duration_ms"] and s["poller"].startswith("epoll")):
+                failures.append("%s: sleep stall times %s" % (name, s))
+            func, path, line = leaf(s["blocking_py_stack"])
+            if (func, path, line) != ("blocking_call", STALLS, block_line) or s["py_stack"] != s["blocking_py_stack"]:
+                failures.append("%s: sleep stall stacks %s | %s" % (name, s["py_stack"], s["blocking_py_stack"]))
+            if s["py_stack_samples"] != 0 or s["top_stacks"][0]["kind"] != "blocked":
+                failures.append("%s: sleep stall %s" % (name, s))
+        for s in cpus:
+            total = s["on_cpu_ms"] + s["off_cpu_ms"] + s["runq_ms"]
+            if abs(total - s["duration_ms"]) > 0.01 or s["off_cpu_ms"] > 0.1 * s["duration_ms"]:
+                failures.append("%s: cpu stall times %s" % (name, s))
+            funcs = [f for f, _, _ in parse_stack(s["py_stack"])]
+            if "cpu_work" not in funcs or s["py_stack_samples"] < 1 or s["blocking_py_stack"] not in ("",) and s["off_cpu_ms"] == 0:
+                failures.append("%s: cpu stall stack %s" % (name, s))
+    assert not failures, "\n".join(failures)
+
+
+def test_thread_table_and_fields(debug_run):
+    """One loop_thread row per target: its stalls counted, percentiles in order, and
+    every event field is documented in pyloop(8)."""
+    tool, procs, _ = debug_run
+    rows = {r["pid"]: r for r in tool.events("loop_thread")}
+    for name, p in procs.items():
+        r = rows.get(p.pid)
+        assert r, "%s: no loop_thread row: %s" % (name, tool.stdout[-2000:])
+        assert r["tid"] == p.pid and r["thread_name"] == "MainThread"
+        assert r["stalls"] == len(stalls_of(tool, p.pid)), (name, r)
+        assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"], r
+        assert r["max_ms"] >= 190 and r["iterations"] >= 10, r
+    summary = tool.summary()
+    assert summary["lost"] == 0 and summary["stalls"] == sum(r["stalls"] for r in rows.values())
+    assert_fields_documented("pyloop", tool.events("loop_stall"))
+
+
+def get(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
+        return r.read()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def fastapi_app(targets):
+    if not os.path.exists(DEBIAN):
+        pytest.skip("Debian's python3.11 is not installed")
+    if run([DEBIAN, "-c", "import fastapi, uvicorn"], check=False).returncode:
+        pytest.skip("python3-fastapi and python3-uvicorn are not installed")
+    port = free_port()
+    p = targets.start([DEBIAN, FASTAPI, str(port)])
+    return p, port
+
+
+def test_fastapi_blocking_and_cpu_endpoints(fastapi_app, run_tool):
+    """FastAPI under uvicorn: /block (time.sleep in async def) is an off-CPU stall whose
+    blocking stack ends on the sleep's line; /cpu an on-CPU stall in render_report;
+    /good requests alone make no stall (uvicorn's idle ticks are iterations)."""
+    p, port = fastapi_app
+    t = run_tool("pyloop", "-p", str(p.pid))
+    time.sleep(1.5)
+    for _ in range(10):
+        get(port, "/good")
+    time.sleep(0.5)
+    good_end = time.time()
+    for path in ("/block", "/cpu", "/block", "/cpu"):
+        get(port, path)
+        time.sleep(0.3)
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    truth = truth_lines(p)
+    stalls = stalls_of(t, p.pid)
+    assert all(iso_epoch(s["time"]) > good_end - 0.05 for s in stalls), stalls
+    assert len(stalls) == 4 and len(truth) == 4, (stalls, truth)
+    block_line = marked_line(FASTAPI, "BLOCK")
+    for want, s in zip(truth, sorted(stalls, key=lambda s: s["time"])):
+        assert abs(iso_epoch(s["time"]) - want["wall"]) < 0.05, (want, s)
+        assert want["seconds"] * 1000 - 0.5 <= s["duration_ms"] <= want["seconds"] * 1000 + 20, (want, s)
+        if want["endpoint"] == "block":
+            assert s["off_cpu_ms"] >= 0.9 * s["duration_ms"], s
+            assert leaf(s["blocking_py_stack"]) == ("legacy_client_call", FASTAPI, block_line), s
+            assert s["py_stack"] == s["blocking_py_stack"]
+        else:
+            assert s["on_cpu_ms"] + s["runq_ms"] >= 0.9 * s["duration_ms"], s
+            assert "render_report" in [f for f, _, _ in parse_stack(s["py_stack"])], s
+            assert s["py_stack_samples"] >= 1
+    [row] = [r for r in t.events("loop_thread") if r["pid"] == p.pid]
+    assert row["stalls"] == 4 and row["iterations"] > 20, row
+
+
+def same_stalls_as_the_target_says(t, p, window):
+    truth = [x for x in truth_lines(p) if "kind" in x]
+    stalls = stalls_of(t, p.pid)
+    m = matched(truth, stalls, window)
+    assert len(m) >= 4, (truth, stalls)
+    for i, near in m.items():
+        assert len(near) == 1, (truth[i], near)
+        s = near[0]
+        assert truth[i]["seconds"] * 1000 - 0.5 <= s["duration_ms"] <= truth[i]["seconds"] * 1000 + 5, (truth[i], s)
+        func = "blocking_call" if truth[i]["kind"] == "sleep" else "cpu_work"
+        assert func in [f for f, _, _ in parse_stack(s["py_stack"])], s
+    inside = [s for s in stalls if window[0] + 0.3 < iso_epoch(s["time"]) < window[1] - 0.5]
+    assert len(inside) <= len(m) + 1, (inside, truth)
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "selectors"])
+def test_uvloop_and_selectors_loops(loop, targets, run_tool):
+    """uvloop (libuv's epoll) and a selectors loop written out: the stalls the target
+    timed itself, each once, of the same length, with the blocking function."""
+    if not os.path.exists(DEBIAN):
+        pytest.skip("Debian's python3.11 is not installed")
+    if loop == "uvloop" and run([DEBIAN, "-c", "import uvloop"], check=False).returncode:
+        pytest.skip("python3-uvloop is not installed")
+    p = targets.start([DEBIAN, STALLS, loop, "sleep:150,cpu:120", "300"])
+    t = run_tool("pyloop", "-p", str(p.pid))
+    start = time.time()
+    time.sleep(4)
+    window = (start, time.time())
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    same_stalls_as_the_target_says(t, p, window)
+
+
+def test_iterations_equal_an_independent_count_of_epoll_wait(targets, run_tool):
+    """A burst of 20000 loop iterations (asyncio.sleep(0)) in a loop that otherwise
+    blocks in epoll_wait: the loop thread's iterations equal perf's count of its
+    epoll_wait calls within 1%. perf 6.1 counts nothing per thread under this 6.18
+    kernel (0, or <not counted>); then the target's own count of its selector's
+    select() calls (one epoll_wait each) is the truth. (strace is no judge: under
+    ptrace the syscall tracepoints of epoll_wait fired twice per call here.)"""
+    p = targets.start([DEBIAN if os.path.exists(DEBIAN) else "python3", STALLS, "asyncio", "burst:20000"])
+    t = run_tool("pyloop", "-p", str(p.pid))
+    perf = None
+    if shutil.which("perf"):
+        perf = subprocess.Popen(["perf", "stat", "-x", ",", "-e", "syscalls:sys_enter_epoll_wait",
+                                 "-t", str(p.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1)
+    p.send_signal(signal.SIGUSR1)
+    deadline = time.time() + 120
+    line = b""
+    while time.time() < deadline and b"burst" not in line:
+        line = p.stdout.readline()
+    own = json.loads(line)["selects"]
+    time.sleep(0.5)
+    count, which = own + 1, "the target's selector"  # +1: the call the signal ended
+    if perf:
+        perf.send_signal(signal.SIGINT)
+        _, err = perf.communicate(timeout=30)
+        for l in err.decode().splitlines():
+            if "sys_enter_epoll_wait" in l and l.split(",")[0].isdigit() and int(l.split(",")[0]) > 0:
+                count, which = int(l.split(",")[0]), "perf"
+    t.stop()
+    [row] = [r for r in t.events("loop_thread") if r["tid"] == p.pid]
+    assert own >= 20000, line
+    assert abs(row["iterations"] - count) <= 0.01 * count, (row, count, which)
+    assert row["poller"] == "epoll_wait"
+
+
+def test_a_target_without_a_loop_is_said_once_and_watched(targets, run_tool):
+    """No thread polls for 4 s: said once on stderr; the loop that starts then is traced."""
+    if not os.path.exists(DEBIAN):
+        pytest.skip("Debian's python3.11 is not installed")
+    env = dict(os.environ, PYLOOP_TARGET_DELAY="4")
+    p = targets.start([DEBIAN, STALLS, "asyncio", "sleep:150", "300"], env=env)
+    t = run_tool("pyloop", "-p", str(p.pid))
+    time.sleep(7)
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    said = "pid %d: no event loop thread yet" % p.pid
+    assert t.stderr.count(said) == 1, t.stderr
+    assert stalls_of(t, p.pid), t.stdout[-2000:]
+
+
+def test_pid_namespace_host_and_container_ids(targets, run_tool):
+    """A loop in its own PID namespace: host ids and the namespace's (pid 1)."""
+    if not shutil.which("unshare") or not os.path.exists(DEBIAN):
+        pytest.skip("unshare or Debian's python3.11 is missing")
+    p = targets.start(["unshare", "--pid", "--fork", "--mount-proc", DEBIAN, STALLS, "asyncio", "sleep:150", "300"])
+    child = int(run(["pgrep", "-P", str(p.pid)]).stdout.split()[0])
+    try:
+        t = run_tool("pyloop", "-p", str(child))
+        time.sleep(2.5)
+        t.stop()
+    finally:
+        os.kill(child, signal.SIGKILL)
+    stalls = stalls_of(t, child)
+    assert stalls, t.stderr
+    s = stalls[0]
+    assert (s["pid"], s["tid"], s["container_pid"], s["container_tid"]) == (child, child, 1, 1), s
+    assert leaf(s["py_stack"])[0] == "blocking_call", s
+
+
+def test_folded_and_svg_weigh_stacks_by_stall_time(targets, run_tool, tmp_path):
+    """-f: the stall stacks under the thread name, weighted by stall microseconds (the
+    sum is the stalls' time); -o FILE.svg draws the same."""
+    if not os.path.exists(DEBIAN):
+        pytest.skip("Debian's python3.11 is not installed")
+    p = targets.start([DEBIAN, STALLS, "asyncio", "sleep:200", "300"])
+    svg = tmp_path / "stalls.svg"
+    t = run_tool("pyloop", "-p", str(p.pid), "-f", "-o", str(svg), json_mode=False)
+    time.sleep(3)
+    t.stop()
+    assert t.returncode == 0, t.stderr
+    lines = [l.rsplit(" ", 1) for l in t.stdout.splitlines() if l.strip()]
+    assert lines, t.stderr
+    total_us = sum(int(n) for _, n in lines)
+    stalls = int(re.search(r"stalls=(\d+)", t.stderr).group(1))
+    assert stalls >= 3
+    assert abs(total_us - stalls * 200500) <= stalls * 5000, (lines, stalls)
+    assert all(s.startswith("MainThread;") and s.endswith("blocking_call (%s:%d)" % (STALLS, marked_line(STALLS, "BLOCK")))
+               for s, _ in lines), lines
+    text = svg.read_text()
+    assert text.startswith("<?xml") and "blocking_call" in text
+
+
+def test_usage_errors():
+    for args in (["-p", "1", "--min-ms", "0"], ["-p", "1", "-F", "0"], ["-p", "1", "-f", "-j"],
+                 ["-p", "1", "--no-stacks", "-f"], []):
+        res = run([tool_path("pyloop")] + args + ["-d", "1"], check=False)
+        assert res.returncode == 2, (args, res.stderr)
+        assert res.stderr.startswith("pyloop: "), res.stderr
+    res = run([tool_path("pyloop"), "-p", "999999999", "-d", "1"], check=False)
+    assert res.returncode != 0 and "pyloop: " in res.stderr
