@@ -48,6 +48,7 @@ DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc
 	util-linux debootstrap jq groff-base strace
 DEB_TEST += libcurl4-openssl-dev libsqlite3-dev clickhouse-server  # the database sinks and their tests
 DEB_BUILD += libprotobuf-c-dev protobuf-c-compiler  # -o FILE.pb.gz: pprof's protobuf (src/pictures)
+DEB_TEST += python3-fastapi python3-uvicorn python3-uvloop  # pyloop's event loops (tests/targets/loop_*.py)
 DEB_TEST += chromium golang-go tmux nodejs  # pictures' ground truths: the SVG rendered, pprof, speedscope, --top
 DEB_TEST += $(if $(shell command -v npm 2>/dev/null),,npm)  # the tests' npm installs (a nodejs from elsewhere may bring its own npm)
 

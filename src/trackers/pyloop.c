@@ -84,7 +84,8 @@ static const struct field stall_fields[] = {
 	{ .name = "off_cpu_ms", .type = FIELD_REAL, .unit = "ms", .meaning = "of that, off the CPU and not runnable (sleeping, blocked in a call)", .col = 6, .header = "OFF_MS", .width = 9, .fmt = "%9.3f" },
 	{ .name = "runq_ms", .type = FIELD_REAL, .unit = "ms", .meaning = "of that, runnable but waiting for a CPU (woken or preempted until running)", .col = 7, .header = "RUNQ_MS", .width = 8, .fmt = "%8.3f" },
 	{ .name = "poller", .type = FIELD_STR, .meaning = "the loop's poller: epoll_wait, epoll_pwait, epoll_pwait2, poll, ppoll, select or pselect6" },
-	{ .name = "py_stack", .type = FIELD_STR, .meaning = "the Python stack that took the stall, root first, ';' between frames \"func (file:line)\": the most sampled on-CPU stack, or, when off-CPU and run-queue time dominate, the stack at the longest switch-out; empty when none was taken", .col = 8, .header = "PY_STACK" },
+	{ .name = "py_frame", .type = FIELD_STR, .meaning = "the innermost frame of py_stack, \"func (file:line)\": what blocked the loop; empty when no stack was taken", .col = 8, .header = "BLOCKED_BY" },
+	{ .name = "py_stack", .type = FIELD_STR, .meaning = "the Python stack that took the stall, root first, ';' between frames \"func (file:line)\": the most sampled on-CPU stack, or, when off-CPU and run-queue time dominate, the stack at the longest switch-out; empty when none was taken" },
 	{ .name = "py_stack_samples", .type = FIELD_INT, .meaning = "samples of py_stack (0 when it is the switch-out stack)" },
 	{ .name = "blocking_py_stack", .type = FIELD_STR, .meaning = "the Python stack when the thread left the CPU for its longest off-CPU period of the stall; empty when it never blocked" },
 	{ .name = "top_stacks", .type = FIELD_ARRAY, .meaning = "up to 3 stacks with their estimated share of the stall, longest first: {stack, ms, share_pct, samples, kind: on_cpu (sampled) or blocked}" },
@@ -508,6 +509,7 @@ static void on_stall(struct pyloop *o, const struct pyloop_stall *s)
 	json_set_real(r, "off_cpu_ms", ms(off));
 	json_set_real(r, "runq_ms", ms(runq));
 	json_set_str(r, "poller", s->poller < PYLOOP_POLLER_MAX && poller_names[s->poller] ? poller_names[s->poller] : "?");
+	json_set_str(r, "py_frame", strrchr(py, ';') ? strrchr(py, ';') + 1 : py);
 	json_set_str(r, "py_stack", py);
 	json_set_int(r, "py_stack_samples", py_samples);
 	json_set_str(r, "blocking_py_stack", p && p->block ? p->block : "");
