@@ -25,6 +25,7 @@
 #include "kbtf.h"
 #include "lathist.h"
 #include "log.h"
+#include "monitor.h"
 #include "procinfo.h"
 #include "profile.h"
 #include "pyebpf_bpf.h"
@@ -515,7 +516,7 @@ static void on_stall(struct pyloop *o, const struct pyloop_stall *s)
 	json_set_str(r, "blocking_py_stack", p && p->block ? p->block : "");
 	top = json_array();
 	for (int i = 0; i < n && i < TOP_STACKS; i++) {
-		json_t *e = json_object();
+		json_t *e = json_object(); /* not a record (keycheck.sh) */
 		json_set_str(e, "stack", cand[i].stack);
 		json_set_real(e, "ms", cand[i].ms);
 		json_set_real(e, "share_pct", dur ? 100.0 * cand[i].ms / ms(dur) : 0);
@@ -855,12 +856,21 @@ static void destroy(struct tracker *t)
 	pyframes_buf_free(&o->text);
 }
 
+/* What pymonitor calls it (its table: ebpf_loop_stall), and its flag. */
+static const struct monitor_entry monitor[] = {
+	{ .name = "loop",
+	  .needs_pids = true,
+	  .flags = { { "loop-min-ms", "min-ms", "MS", "loop: only event-loop stalls of MS or more (default 100)" } } },
+	{ 0 },
+};
+
 const struct tracker_ops pyloop_tracker = {
 	.name = "pyloop",
 	.size = sizeof(struct pyloop),
 	.bpf = &bpfprog_runtime,
 	.options = options,
 	.schemas = schemas,
+	.monitor = monitor,
 	.init = init,
 	.option = option,
 	.check = check,

@@ -17,6 +17,7 @@
 	X(pygc)            \
 	X(pygil)           \
 	X(pyoffcpu)        \
+	X(pyloop)          \
 	X(pyhandoff)       \
 	X(tcphandshake)    \
 	X(tcploss)         \
