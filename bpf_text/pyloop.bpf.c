@@ -21,6 +21,8 @@
  * -DHAVE_EPOLL_PWAIT2 (the tracepoints exist), -DPYEBPF_RINGBUF_PAGES; offsets
  * -DOFF_* from BTF.
  */
+// The build also checks the text with these options (src/bpf/bpfcheck.sh):
+// bpfcheck: -p {pid} --no-stacks
 /* only passed on to helpers: no kernel header needed (the built-in set has none) */
 struct bpf_perf_event_data;
 
