@@ -5,8 +5,7 @@
  * tracker is src/trackers/pyloop.c.
  */
 #include "tool.h"
-
-extern const struct tracker_ops pyloop_tracker;
+#include "trackers.h"
 
 static const struct tool_doc doc = {
 	.name = "pyloop",
