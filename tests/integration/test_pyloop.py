@@ -191,7 +191,7 @@ def test_thread_table_and_fields(debug_run):
         assert r["max_ms"] >= 190 and r["iterations"] >= 10, r
     summary = tool.summary()
     assert summary["lost"] == 0 and summary["stalls"] == sum(r["stalls"] for r in rows.values())
-    assert_fields_documented("pyloop", tool.events("loop_stall"))
+    assert_fields_documented("pyloop", tool.events())
 
 
 def get(port, path):
@@ -390,8 +390,12 @@ def test_folded_and_svg_weigh_stacks_by_stall_time(targets, run_tool, tmp_path):
     stalls = int(re.search(r"stalls=(\d+)", t.stderr).group(1))
     assert stalls >= 3
     assert abs(total_us - stalls * 200500) <= stalls * 5000, (lines, stalls)
-    assert all(s.startswith("MainThread;") and s.endswith("blocking_call (%s:%d)" % (STALLS, marked_line(STALLS, "BLOCK")))
-               for s, _ in lines), lines
+    # each stall's time is spread over its stacks: the sleep's, and the few samples
+    # taken on the CPU after it (a tenth of --min-ms into the stall and later)
+    assert all(s.startswith("MainThread;") for s, _ in lines), lines
+    blocked = sum(int(n) for s, n in lines
+                  if s.endswith("blocking_call (%s:%d)" % (STALLS, marked_line(STALLS, "BLOCK"))))
+    assert blocked >= 0.98 * total_us, lines
     text = svg.read_text()
     assert text.startswith("<?xml") and "blocking_call" in text
 
