@@ -149,19 +149,22 @@ static __always_inline void switch_in(u32 tid, u64 now)
 }
 
 /*
- * The thread runs (this is its context) but its period off the CPU never ended: the
- * kernel skipped the sched_switch that put it back (syscall tracepoint programs may be
- * preempted on this kernel, and a tracepoint that fires meanwhile on that CPU is
- * skipped as recursion). The period ends at its wakeup when one was seen (its run-queue
- * wait is then unknown: counted as running), else it is not counted.
+ * The thread runs (this is its context, now) but its period off the CPU never ended:
+ * the kernel skipped the sched_switch that put it back (syscall tracepoint programs
+ * may be preempted on this kernel, and a tracepoint that fires meanwhile on that CPU
+ * is skipped as recursion). The period ends at its wakeup when one was seen (its
+ * run-queue wait is then unknown: counted as running), else now (what it ran since
+ * it came back is then counted off the CPU); its stack is the blocking one all the same.
  */
-static __always_inline void switch_in_missed(struct pyloop_thread *t, u32 tid)
+static __always_inline void switch_in_missed(struct pyloop_thread *t, u32 tid, u64 now)
 {
 	if (!t->out_ns)
 		return;
 	counter_add(LOOP_CNT_SWITCH_IN_MISSED, 1);
 	if (t->wake_ns && t->wake_ns >= t->out_ns)
 		period_end(t, tid, t->wake_ns - t->out_ns, 0);
+	else if (now >= t->out_ns)
+		period_end(t, tid, now - t->out_ns, 0);
 	t->out_ns = t->wake_ns = 0;
 	t->out_walked = 0;
 }
@@ -214,7 +217,7 @@ static __always_inline void poll_enter(void *ctx, u32 poller, s64 fd)
 	}
 	counter_add(LOOP_CNT_POLLS, 1);
 	now = bpf_ktime_get_ns();
-	switch_in_missed(t, tid);
+	switch_in_missed(t, tid, now);
 	t->polls += 1;
 	t->in_poll = 1;
 	t->poll_start = now;
@@ -415,7 +418,7 @@ static __always_inline void switch_out(s64 state, u64 now)
 	t = loops.lookup(&tid);
 	if (!t || !t->iter_start || t->in_poll)
 		return;
-	switch_in_missed(t, tid);
+	switch_in_missed(t, tid, now);
 	t->out_ns = now;
 	t->wake_ns = state ? 0 : now;
 	t->out_walked = 0;

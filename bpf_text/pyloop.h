@@ -31,7 +31,7 @@ enum pyloop_poller {
 	X(LOOP_CNT_SAMPLES, "samples", "stack samples taken in iterations longer than the sampling threshold") \
 	X(LOOP_CNT_PY_WALKS, "py_walks", "Python stacks walked (samples, and switch-outs inside iterations)") \
 	X(LOOP_CNT_PY_ERRORS, "py_errors", "of these, stacks whose thread list or frames could not be read") \
-	X(LOOP_CNT_SWITCH_IN_MISSED, "switch_ins_missed", "off-CPU periods in iterations whose end the kernel did not report (ended at their wakeup)")
+	X(LOOP_CNT_SWITCH_IN_MISSED, "switch_ins_missed", "off-CPU periods in iterations whose end the kernel did not report (ended at their wakeup, else when next seen)")
 enum pyloop_counter { PYLOOP_COUNTERS(PYEBPF_COUNTER_ID) LOOP_CNT_MAX };
 
 /* What a record is (after its task head). */
