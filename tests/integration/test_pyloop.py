@@ -361,10 +361,19 @@ def test_children(targets, run_tool):
         pytest.skip("Debian's python3.11 is not installed")
     loop = "%s %s asyncio sleep:150 300" % (DEBIAN, STALLS)
     p = targets.start(["sh", "-c", "%s >/dev/null & echo ready; sleep 3; %s >/dev/null & wait" % (loop, loop)])
-    t = run_tool("pyloop", "-p", str(p.pid), "--children")
-    time.sleep(6)
-    kids = [int(k) for k in run(["pgrep", "-P", str(p.pid)]).stdout.split()]
-    t.stop()
+    kids = []
+    try:
+        t = run_tool("pyloop", "-p", str(p.pid), "--children")
+        time.sleep(6)
+        kids = [int(k) for k in run(["pgrep", "-P", str(p.pid)]).stdout.split()]
+        t.stop()
+    finally:
+        # the shell's children outlive it when it is killed
+        for k in kids or [int(k) for k in run(["pgrep", "-P", str(p.pid)], check=False).stdout.split()]:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     assert t.returncode == 0, t.stderr
     assert len(kids) == 2, kids
     for k in kids:
