@@ -145,6 +145,7 @@ static __always_inline void py_task_head_fill(struct task_head *h)
 struct py_span_buf {
 	u8 frame[PY_SPAN_MAX + 8];
 	u8 code[PY_SPAN_MAX + 8];
+	u64 gen_frame; /* the last walk's outermost generator-owned frame (py_walk_gen_frame) */
 };
 BPF_PERCPU_ARRAY(py_span, struct py_span_buf, 1);
 
@@ -259,6 +260,22 @@ static __always_inline int py_code_fields(const struct pywalk_config *cfg, u8 *b
 }
 #endif
 
+/* _PyInterpreterFrame.owner of a generator's or coroutine's own frame (3.11-3.15). */
+#define PY_FRAME_OWNED_BY_GENERATOR 1
+
+/*
+ * The outermost frame owned by a generator or coroutine in the last py_walk_frames of
+ * this CPU, or 0: in an asyncio task, its coroutine's frame (the task's coroutine
+ * object holds the frame at gi_iframe), which userspace maps to the task (pytasks.h).
+ */
+static __always_inline u64 py_walk_gen_frame(void)
+{
+	u32 zero = 0;
+	struct py_span_buf *buf = py_span.lookup(&zero);
+
+	return buf ? buf->gen_frame : 0;
+}
+
 /*
  * Walks tstate's frames, innermost first, into frames[0..*depth). Returns
  * PYWALK_COMPLETE, PYWALK_TRUNCATED or an error (frames read so far are kept).
@@ -279,6 +296,7 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 	*vdepth = 0;
 	if (!buf)
 		return PYWALK_ERR_FRAME;
+	buf->gen_frame = 0;
 	fspan = py_frame_span(cfg);
 	cspan = py_code_span(cfg);
 #ifndef PY_WALK_FIELD_BY_FIELD
@@ -304,6 +322,8 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 		if (err)
 			return err;
 		code &= ~(u64)cfg->code_tag_mask;
+		if (cfg->frame_owner != PYWALK_NONE && owner == PY_FRAME_OWNED_BY_GENERATOR)
+			buf->gen_frame = f;
 		if (cfg->frame_owner != PYWALK_NONE && owner >= cfg->owner_shim_min)
 			goto next; /* interpreter entry (shim) frame */
 		if (!code)

@@ -288,3 +288,35 @@ int elfsyms_default_func_offset(const char *path, const char *name, uint64_t *of
 	close(fd);
 	return value ? symbols_file_offset(path, NULL, value, offset) : -1;
 }
+
+int elfsyms_section(const char *path, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	Elf *elf;
+	int fd, r = -1;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF && !elf_getshdrstrndx(elf, &shstrndx))
+		while (r && (scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+			const char *n;
+			if (!gelf_getshdr(scn, &sh))
+				continue;
+			n = elf_strptr(elf, shstrndx, sh.sh_name);
+			if (n && !strcmp(n, name)) {
+				*vaddr = sh.sh_addr;
+				*size = sh.sh_size;
+				r = 0;
+			}
+		}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return r;
+}

@@ -36,6 +36,9 @@ bool elfsyms_is_exec(const struct elfsyms *e); /* ET_EXEC: fixed addresses */
  */
 int elfsyms_bias(const struct elfsyms *e, uint64_t map_start, uint64_t map_offset, uint64_t *bias);
 
+/* The virtual address and size of section name of the file at path: 0, or -1 when it has none. */
+int elfsyms_section(const char *path, const char *name, uint64_t *vaddr, uint64_t *size);
+
 /*
  * File offset (for uprobes) of the default version of function name in path's .dynsym:
  * name@@VER, not an older name@VER compat one (glibc exports pthread_cond_timedwait

@@ -1,5 +1,6 @@
 /* pyproc, part: finding and opening the interpreter of a process; the walker configuration. */
 #include "pyproc_impl.h"
+#include "pytasks.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -397,6 +398,7 @@ void pyproc_close(struct pyproc *p)
 			free(p->codes[i].table);
 	free(p->codes);
 	free(p->names);
+	pytasks_free(p->tasks);
 	elfsyms_close(p->elf);
 	if (p->mem_fd >= 0)
 		close(p->mem_fd);

@@ -54,6 +54,7 @@ struct pyproc {
 		uint64_t at_ns;
 	} unnamed[UNNAMED_MAX];   /* tids a reread did not name, and when */
 	unsigned unnamed_next;
+	struct pytasks *tasks;    /* asyncio tasks (pytasks.c), NULL until asked */
 };
 
 /* pyobjects.c */

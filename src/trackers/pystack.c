@@ -20,6 +20,7 @@
 #include "pystack.h"
 #include "profile.h"
 #include "pytargets.h"
+#include "pytasks.h"
 #include "record.h"
 #include "stackagg.h"
 #include "topview.h"
@@ -45,6 +46,8 @@ enum {
 	OPT_TOP,
 	OPT_OUTPUT = 'o',
 	OPT_FORMAT,
+	OPT_ASYNC,
+	OPT_PER_TASK,
 };
 
 static const struct opt options[] = {
@@ -53,6 +56,8 @@ static const struct opt options[] = {
 	{ OPT_CHILDREN, 0, "children", NULL, "also sample the child processes of the -p pids (and new ones)" },
 	{ OPT_FOLDED, 'f', "folded", NULL, "print folded stacks (FlameGraph input) instead of the top table" },
 	{ OPT_PER_THREAD, 0, "per-thread", NULL, "with -f or -o: the thread name as the root frame" },
+	{ OPT_PER_TASK, 0, "per-task", NULL, "with -f or -o: the asyncio task's name as the root frame (task:NAME)" },
+	{ OPT_ASYNC, 0, "async", NULL, "sample every asyncio task, running or waiting, its await chain (3.11+)" },
 	{ OPT_LINES, 0, "lines", NULL, "with -f or -o: a frame per line (default: per function, its def line)" },
 	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
 	{ OPT_TOP, 0, "top", NULL, "a live view like top(1), redrawn every second or -i SECONDS (q quits)" },
@@ -71,6 +76,8 @@ static const struct field sample_fields[] = {
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(0),
 	FIELD_THREAD_NAME(0),
+	{ .name = "task", .type = FIELD_STR, .meaning = "the asyncio task running on the thread (its name), empty when none" },
+	{ .name = "task_coro", .type = FIELD_STR, .meaning = "that task's coroutine (qualified name), empty when none" },
 	{ .name = "stack", .type = FIELD_STR,
 	  .meaning = "the frames, root first, ';' between them, each \"qualname (file:line)\"" },
 	{ .name = "stack_depth", .type = FIELD_INT, .meaning = "frames in stack, without the markers" },
@@ -79,6 +86,25 @@ static const struct field sample_fields[] = {
 	{ .name = "leaf_line", .type = FIELD_INT,
 	  .meaning = "the innermost frame's current line; null when it has none or is unknown" },
 	{ .name = "status", .type = FIELD_STR, .meaning = "complete, truncated, or error: with the reason" },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+/* --async -j: one per task per sample. */
+static const struct field task_fields[] = {
+	FIELD_METRIC,
+	{ .name = "time", .type = FIELD_TIME, .meaning = "when the tasks were read" },
+	FIELD_PID(0),
+	FIELD_CONTAINER_PID,
+	{ .name = "task", .type = FIELD_STR, .meaning = "the task's name (create_task(name=...), else Task-N)" },
+	{ .name = "task_coro", .type = FIELD_STR, .meaning = "the task's coroutine (qualified name)" },
+	{ .name = "task_state", .type = FIELD_STR, .meaning = "running (its coroutine executes) or waiting" },
+	{ .name = "awaited_by", .type = FIELD_STR, .meaning = "the task awaiting it (gather, TaskGroup, await), empty when none" },
+	{ .name = "stack", .type = FIELD_STR, .meaning = "its await chain continued by its awaiters', root first, ';' between frames, each \"qualname (file:line)\"" },
+	{ .name = "stack_depth", .type = FIELD_INT, .meaning = "frames in stack" },
+	{ .name = "leaf_func", .type = FIELD_STR, .meaning = "the innermost frame's qualified name (where the task waits or runs)" },
+	{ .name = "leaf_file", .type = FIELD_STR, .meaning = "the innermost frame's file; null when unknown" },
+	{ .name = "leaf_line", .type = FIELD_INT, .meaning = "the innermost frame's current line; null when it has none or is unknown" },
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -111,6 +137,8 @@ static const struct field summary_fields[] = {
 	{ .name = "unresolved_frames", .type = FIELD_INT,
 	  .meaning = "frames whose code object could not be read in user space" },
 	FIELD_STACKS_OTHER,
+	{ .name = "task_samples", .type = FIELD_INT, .meaning = "--async: task stacks sampled" },
+	{ .name = "torn_reads", .type = FIELD_INT, .meaning = "tasks (or task lists) left out because they changed while read" },
 	FIELD_LOST,
 	FIELD_MISSED,
 	{ .name = "processes", .type = FIELD_INT,
@@ -122,15 +150,24 @@ static const struct field summary_fields[] = {
 static const struct counter_name counters[] = { PYSTACK_COUNTERS(PYEBPF_COUNTER_NAME) { 0, NULL, NULL } };
 
 static const struct schema sample_schema = { "py_stack", SCHEMA_EVENT, sample_fields };
+static const struct schema task_schema = { "py_task", SCHEMA_EVENT, task_fields };
 static const struct schema function_schema = { "py_function", SCHEMA_ROW, function_fields };
 static const struct schema summary_schema = { "pystack_summary", SCHEMA_SUMMARY, summary_fields };
-static const struct schema *const schemas[] = { &sample_schema, &function_schema, &summary_schema, NULL };
+static const struct schema *const schemas[] = { &sample_schema, &task_schema, &function_schema, &summary_schema,
+						 NULL };
 
 struct pystack {
 	struct tracker base;
 	unsigned long freq, max_depth;
 	double interval_s;
 	bool children, folded, per_thread, lines, top;
+	bool async, per_task;
+	struct pytasks_snapshot tasks; /* --async: the last read of a process's tasks */
+	uint64_t next_async_ns;
+	unsigned long long task_samples, torn_reads;
+	pid_t *unsupported;            /* pids told their version has no task support */
+	int nunsupported;
+	struct pywalk_frame task_frames[PYWALK_DEPTH_LIMIT];
 	struct profile_out out;
 	struct stackagg profile;  /* -o: the stacks of the whole run */
 	struct pytargets targets;
@@ -180,6 +217,12 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_LINES:
 		ps->lines = true;
 		return 0;
+	case OPT_ASYNC:
+		ps->async = true;
+		return 0;
+	case OPT_PER_TASK:
+		ps->per_task = true;
+		return 0;
 	case OPT_TOP:
 		ps->top = true;
 		return 0;
@@ -199,8 +242,12 @@ static int check(struct tracker *t)
 		return opts_usage_error("--children needs -p (the parent processes to follow)");
 	if (profile_check(&ps->out))
 		return -1;
-	if ((ps->per_thread || ps->lines) && !ps->folded && !ps->out.path)
-		return opts_usage_error("--per-thread and --lines need -f/--folded or -o");
+	if ((ps->per_thread || ps->lines || ps->per_task) && !ps->folded && !ps->out.path)
+		return opts_usage_error("--per-thread, --per-task and --lines need -f/--folded or -o");
+	if (ps->per_thread && ps->per_task)
+		return opts_usage_error("--per-thread and --per-task exclude each other");
+	if (ps->async && ps->per_thread)
+		return opts_usage_error("--async samples tasks: not with --per-thread");
 	if (ps->folded && c->json)
 		return opts_usage_error("-f and -j exclude each other");
 	if (ps->top && (ps->folded || c->json))
@@ -242,8 +289,24 @@ static int prepare(struct tracker *t)
 	return 0;
 }
 
+/* The asyncio task of a sample (pytasks_of_frame): its name and coroutine, "" when none. */
+struct sample_task {
+	char name[PYTASK_NAME_MAX];
+	char coro[256];
+};
+
+/* --per-task's root frame: "task:NAME", or "[no task]" outside any task. */
+static const char *task_root(const char *name, char *buf, size_t len)
+{
+	if (!name[0])
+		return "[no task]";
+	snprintf(buf, len, "task:%s", name);
+	return buf;
+}
+
 /* -j: the sample as a record. */
-static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct pystack_sample *s, int depth)
+static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct pystack_sample *s, int depth,
+			const struct sample_task *tk)
 {
 	const struct pycode_loc *leaf = depth ? &ps->locs[0] : NULL;
 	char thread[PYTHREAD_NAME_MAX];
@@ -255,6 +318,8 @@ static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct py
 	record_set_time(o, s->task.ts_ns);
 	record_set_task(o, &s->task);
 	json_set_str(o, "thread_name", thread);
+	json_set_str(o, "task", tk->name);
+	json_set_str(o, "task_coro", tk->coro);
 	json_set_str(o, "stack", pyframes_folded(&ps->text, NULL, ps->locs, depth, s->status));
 	json_set_int(o, "stack_depth", depth);
 	json_set_str(o, "leaf_func", leaf ? leaf->func : "");
@@ -270,26 +335,37 @@ static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct py
 	sink_record(ps->base.sink, &sample_schema, o);
 }
 
-/* -f or -o: one more of this stack (--per-thread: under its thread's name). */
+/* -f or -o: one more of this stack (--per-thread: under its thread's name, --per-task its task's). */
 static void count_stack(struct pystack *ps, struct stackagg *agg, struct pytarget *pt,
-			const struct pystack_sample *s, int depth)
+			const struct pystack_sample *s, int depth, const struct sample_task *tk)
 {
-	char thread[PYTHREAD_NAME_MAX];
-	const char *stack;
+	char thread[PYTHREAD_NAME_MAX + 8];
+	const char *stack, *root = NULL;
 
-	if (ps->per_thread)
+	if (ps->per_thread) {
 		pyproc_thread_name(pt->py, (pid_t)s->task.tid, s->task.comm,
 				     sizeof(s->task.comm), thread, sizeof(thread));
-	stack = pyframes_folded(&ps->text, ps->per_thread ? thread : NULL, ps->locs, depth, s->status);
+		root = thread;
+	} else if (ps->per_task) {
+		root = task_root(tk->name, thread, sizeof(thread));
+	}
+	stack = pyframes_folded(&ps->text, root, ps->locs, depth, s->status);
 	stackagg_add_stack(agg, stack, strlen(stack));
 }
 
-/* The top table: own for the leaf, total once per function (of a process) per sample (recursion). */
-static void count_functions(struct pystack *ps, __u32 pid, int depth)
+/*
+ * The top table: own for the leaf, total once per function (of a process) per sample
+ * (recursion); --async: the task (root, when not NULL) counts as a function too.
+ */
+static void count_functions(struct pystack *ps, __u32 pid, int depth, const char *root)
 {
 	char key[900];
 
 	stackagg_begin_sample(&ps->agg);
+	if (root) {
+		int n = snprintf(key, sizeof(key), "%u\t%s", pid, root);
+		stackagg_add_frame(&ps->agg, key, n < (int)sizeof(key) ? (size_t)n : sizeof(key) - 1, depth == 0);
+	}
 	for (int i = 0; i < depth; i++) {
 		int n = snprintf(key, sizeof(key), "%u\t%s\t%s\t%d", pid, ps->locs[i].func,
 				 ps->locs[i].file, ps->locs[i].firstlineno);
@@ -303,6 +379,7 @@ static void on_sample(void *ctx, void *data, int size)
 	const struct pystack_sample *s = data;
 	const size_t head = offsetof(struct pystack_sample, frames);
 	struct pytarget *pt;
+	struct sample_task tk = { "", "" };
 	int depth;
 
 	if (size < (int)head)
@@ -315,16 +392,115 @@ static void on_sample(void *ctx, void *data, int size)
 		return;
 	ps->interval_samples++;
 	ps->unresolved_frames += pyframes_resolve(pt->py, s->frames, depth, ps->locs);
+	if (ps->base.common->json || ps->per_task)
+		pytasks_of_frame(pt->py, s->gen_frame, tk.name, sizeof(tk.name), tk.coro, sizeof(tk.coro));
 	if (ps->base.common->json)
-		emit_sample(ps, pt, s, depth);
+		emit_sample(ps, pt, s, depth, &tk);
 	if (!ps->lines)
 		pyframes_by_function(ps->locs, depth); /* -f, -o (the table keys on the def line anyway) */
 	if (ps->folded)
-		count_stack(ps, &ps->agg, pt, s, depth);
+		count_stack(ps, &ps->agg, pt, s, depth, &tk);
 	else if (!ps->base.common->json)
-		count_functions(ps, s->task.pid, depth);
+		count_functions(ps, s->task.pid, depth, NULL);
 	if (ps->out.path)
-		count_stack(ps, &ps->profile, pt, s, depth);
+		count_stack(ps, &ps->profile, pt, s, depth, &tk);
+}
+
+/* --async: said once per process whose tasks cannot be read (3.8-3.10). */
+static void tell_unsupported(struct pystack *ps, pid_t pid, const char *why)
+{
+	pid_t *v;
+
+	for (int i = 0; i < ps->nunsupported; i++)
+		if (ps->unsupported[i] == pid)
+			return;
+	v = realloc(ps->unsupported, (size_t)(ps->nunsupported + 1) * sizeof(*v));
+	if (!v)
+		return;
+	ps->unsupported = v;
+	v[ps->nunsupported++] = pid;
+	log_warn("pid %d: %s: not supported on this version", pid, why);
+}
+
+/* Task i's stack into task_frames, innermost first: its own chain, then its awaiters'. */
+static int task_stack(struct pystack *ps, const struct pytasks_snapshot *s, int i)
+{
+	int n = 0;
+
+	for (int hop = 0; i >= 0 && hop < 64; hop++, i = s->v[i].parent)
+		for (int k = 0; k < s->v[i].depth && n < (int)ps->max_depth; k++)
+			ps->task_frames[n++] = s->v[i].frames[k];
+	return n;
+}
+
+static void emit_task(struct pystack *ps, struct pytarget *pt, const struct pytask *k, const char *parent,
+		      int depth, uint64_t now_ns)
+{
+	const struct pycode_loc *leaf = depth ? &ps->locs[0] : NULL;
+	json_t *o = json_object();
+
+	json_set_str(o, "metric", task_schema.metric);
+	record_set_time(o, now_ns);
+	json_set_int(o, "pid", pt->pid);
+	json_set_int(o, "container_pid", pyproc_ns_pid(pt->py));
+	json_set_str(o, "task", k->name);
+	json_set_str(o, "task_coro", k->coro_name);
+	json_set_str(o, "task_state", k->running ? "running" : "waiting");
+	json_set_str(o, "awaited_by", parent);
+	json_set_str(o, "stack", pyframes_folded(&ps->text, NULL, ps->locs, depth, PYWALK_COMPLETE));
+	json_set_int(o, "stack_depth", depth);
+	json_set_str(o, "leaf_func", leaf ? leaf->func : "");
+	if (leaf && leaf->file[0]) {
+		json_set_str(o, "leaf_file", leaf->file);
+		record_set_int_or_null(o, "leaf_line", leaf->line, leaf->line > 0);
+	} else {
+		json_object_set_new(o, "leaf_file", json_null());
+		json_object_set_new(o, "leaf_line", json_null());
+	}
+	sink_record(ps->base.sink, &task_schema, o);
+}
+
+/* --async: every task of every target, once. */
+static void sample_tasks(struct pystack *ps, uint64_t now_ns)
+{
+	for (int i = 0; i < ps->targets.n; i++) {
+		struct pytarget *pt = &ps->targets.v[i];
+		struct pytasks_snapshot *s = &ps->tasks;
+		char why[200], root[PYTASK_NAME_MAX + 8];
+		int r;
+
+		if (!pt->py || pt->exited)
+			continue;
+		r = pytasks_probe(pt->py, why, sizeof(why));
+		if (r < 0)
+			tell_unsupported(ps, pt->pid, why);
+		if (r || pytasks_read(pt->py, s, true) < 0)
+			continue;
+		ps->torn_reads += s->torn;
+		for (int k = 0; k < s->n; k++) {
+			const struct pytask *tk = &s->v[k];
+			int depth = task_stack(ps, s, k);
+			const char *stack, *rt = task_root(tk->name, root, sizeof(root));
+
+			ps->task_samples++;
+			ps->interval_samples++;
+			ps->unresolved_frames += pyframes_resolve(pt->py, ps->task_frames, depth, ps->locs);
+			if (ps->base.common->json)
+				emit_task(ps, pt, tk, tk->parent >= 0 ? s->v[tk->parent].name : "", depth, now_ns);
+			if (!ps->lines)
+				pyframes_by_function(ps->locs, depth);
+			if (ps->folded || ps->out.path)
+				stack = pyframes_folded(&ps->text, rt, ps->locs, depth, PYWALK_COMPLETE);
+			if (ps->folded)
+				stackagg_add_stack(&ps->agg, stack, strlen(stack));
+			else if (!ps->base.common->json)
+				count_functions(ps, (__u32)pt->pid, depth, rt);
+			if (ps->out.path) {
+				stack = pyframes_folded(&ps->text, rt, ps->locs, depth, PYWALK_COMPLETE);
+				stackagg_add_stack(&ps->profile, stack, strlen(stack));
+			}
+		}
+	}
 }
 
 static int start(struct tracker *t)
@@ -356,6 +532,14 @@ static int start(struct tracker *t)
 	 * scheduler switch tasks at sample instants: samples then went to whoever ran just
 	 * before each tick, not in proportion to CPU time (3-12 points off on a busy host).
 	 */
+	if (ps->async) {
+		/* the tasks are read from here, at -F Hz: no perf event */
+		snprintf(t->banner + strlen(t->banner), sizeof(t->banner) - strlen(t->banner),
+			 " Reading asyncio tasks.");
+		t->poll_ms = (int)(1000 / ps->freq) ? (int)(1000 / ps->freq) : 1;
+		ps->next_async_ns = ps->start_ns;
+		return 0;
+	}
 	return bpfprog_open_perf_buffer(p, "events", on_sample, ps, 64, 64) ||
 	       bpfprog_attach_perf_event(p, "on_sample", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK,
 					 ps->freq, -1);
@@ -455,6 +639,13 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pystack *ps = (struct pystack *)t;
 
 	t->done = pytargets_refresh(&ps->targets, now_ns);
+	if (ps->async && now_ns >= ps->next_async_ns) {
+		uint64_t period = 1000000000ull / ps->freq;
+		sample_tasks(ps, now_ns);
+		ps->next_async_ns += period;
+		if (ps->next_async_ns < now_ns)
+			ps->next_async_ns = now_ns + period; /* behind: no burst to catch up */
+	}
 	if (ps->top_tty) {
 		for (int k; (k = topview_key());)
 			t->done |= k == 'q' || k == 'Q';
@@ -488,6 +679,11 @@ static void finish(struct tracker *t)
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);
 	json_set_int(sum, "stacks_other", (json_int_t)(ps->agg.other + ps->profile.other));
+	json_set_int(sum, "task_samples", (json_int_t)ps->task_samples);
+	for (int i = 0; i < ps->targets.n; i++)
+		if (ps->targets.v[i].py)
+			ps->torn_reads += pytasks_torn(ps->targets.v[i].py);
+	json_set_int(sum, "torn_reads", (json_int_t)ps->torn_reads);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "processes", (json_int_t)ps->targets.added_python);
 	sink_summary(t->sink, &summary_schema, sum);
@@ -501,6 +697,8 @@ static void destroy(struct tracker *t)
 	stackagg_free(&ps->agg);
 	stackagg_free(&ps->profile);
 	pyframes_buf_free(&ps->text);
+	pytasks_snapshot_free(&ps->tasks);
+	free(ps->unsupported);
 }
 
 /* What pymonitor calls it, and the original monitor's flags as its own options. */

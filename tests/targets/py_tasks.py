@@ -1,0 +1,168 @@
+"""asyncio target for pystack's task views (--async, the task field).
+
+usage: py_tasks.py MODE [--uvloop]   (prints "ready" once its tasks run, then runs until
+SIGTERM; on SIGTERM prints its ground truth as one JSON line)
+
+  split  tasks cpu-a and cpu-b burn CPU in steps of 60 and 40 units; each step is
+         measured with time.thread_time(): {"cpu-a": s, "cpu-b": s}. SIGUSR1 restarts
+         the measurement.
+  wait   three tasks wait in wait_db (an asyncio.sleep loop), one in wait_http (a read
+         from a peer that answers after 1 s, again and again), and task gatherer
+         awaits a gather() of gather-1 and gather-2 (each in leaf_wait): prints the
+         lines {"wait_db": line, "wait_http": line, "leaf_wait": line, "gather_line": line}
+  tree   about 50 tasks in a tree (fan-out 3 and 2, TaskGroups and gather), all waiting
+  churn  tasks created and finished at about 5,000 a second, each awaiting a child chain;
+         prints {"created": n}
+"""
+import asyncio
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "wait"
+spent = {"cpu-a": 0.0, "cpu-b": 0.0}
+truth = {}
+stats = {"created": 0}
+
+
+def work(n):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+async def burn(name, units):
+    clock = time.thread_time
+    while True:
+        t0 = clock()
+        work(units * 1000)
+        spent[name] += clock() - t0
+        await asyncio.sleep(0)
+
+
+async def wait_db():
+    while True:
+        await asyncio.sleep(0.05)  # WAIT_DB
+
+
+async def wait_http(port):
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    while True:
+        w.write(b"?")
+        await r.read(1)  # WAIT_HTTP
+
+
+def slow_peer():
+    """A server answering each byte after 1 s."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve():
+        c, _ = srv.accept()
+        while c.recv(1):
+            time.sleep(1)
+            c.sendall(b"!")
+    threading.Thread(target=serve, daemon=True).start()
+    return srv.getsockname()[1]
+
+
+async def leaf_wait():
+    while True:
+        await asyncio.sleep(0.1)  # LEAF_WAIT
+
+
+async def gathered():
+    await asyncio.gather(asyncio.create_task(leaf_wait(), name="gather-1"),
+                         asyncio.create_task(leaf_wait(), name="gather-2"))  # GATHER
+
+
+async def tree_node(depth, width):
+    if depth == 0:
+        await leaf_wait()
+        return
+    if depth % 2:
+        async with asyncio.TaskGroup() as tg:
+            for i in range(width):
+                tg.create_task(tree_node(depth - 1, width), name="tg-%d-%d" % (depth, i))
+    else:
+        await asyncio.gather(*[asyncio.create_task(tree_node(depth - 1, width), name="g-%d-%d" % (depth, i))
+                               for i in range(width)])
+
+
+async def churn_child(n):
+    if n:
+        await churn_child(n - 1)
+    else:
+        await asyncio.sleep(0)
+
+
+async def churn():
+    while True:
+        t0 = time.monotonic()
+        batch = [asyncio.create_task(churn_child(3)) for _ in range(50)]
+        stats["created"] += len(batch)
+        await asyncio.gather(*batch)
+        # about 5,000 a second: 50 per 10 ms
+        await asyncio.sleep(max(0.0, 0.01 - (time.monotonic() - t0)))
+
+
+def lines_of(*marks):
+    out = {}
+    with open(__file__, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            for m in marks:
+                if "# " + m in line and not line.lstrip().startswith('"'):
+                    out[m] = i
+    return out
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, done.set)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: spent.update({"cpu-a": 0.0, "cpu-b": 0.0}))
+    tasks = []
+    if MODE == "split":
+        tasks = [asyncio.create_task(burn("cpu-a", 60), name="cpu-a"),
+                 asyncio.create_task(burn("cpu-b", 40), name="cpu-b")]
+    elif MODE == "wait":
+        port = slow_peer()
+        tasks = [asyncio.create_task(wait_db(), name="db-%d" % i) for i in range(3)]
+        tasks.append(asyncio.create_task(wait_http(port), name="http"))
+        tasks.append(asyncio.create_task(gathered(), name="gatherer"))
+        ls = lines_of("WAIT_DB", "WAIT_HTTP", "LEAF_WAIT", "GATHER")
+        truth.update({"wait_db": ls["WAIT_DB"], "wait_http": ls["WAIT_HTTP"],
+                      "leaf_wait": ls["LEAF_WAIT"], "gather_line": ls["GATHER"] - 1})
+    elif MODE == "tree":
+        tasks = [asyncio.create_task(tree_node(4, 2), name="tree-root")]
+    elif MODE == "churn":
+        tasks = [asyncio.create_task(churn(), name="churner")]
+    await asyncio.sleep(0.3)
+    print("ready", flush=True)
+    await done.wait()
+    for t in tasks:
+        t.cancel()
+    out = dict(truth)
+    if MODE == "split":
+        out.update(spent)
+    if MODE == "churn":
+        out.update(stats)
+    print(json.dumps(out), flush=True)
+
+
+if "--uvloop" in sys.argv:
+    import uvloop
+    uvloop.install()
+done = None
+
+
+async def entry():
+    global done
+    done = asyncio.Event()
+    await main()
+
+asyncio.run(entry())
