@@ -295,11 +295,11 @@ struct sample_task {
 	char coro[256];
 };
 
-/* --per-task's root frame: "task:NAME", or "[no task]" outside any task. */
+/* --per-task's root frame: "task:NAME", or "[no-task]" outside any task. */
 static const char *task_root(const char *name, char *buf, size_t len)
 {
 	if (!name[0])
-		return "[no task]";
+		return "[no-task]";
 	snprintf(buf, len, "task:%s", name);
 	return buf;
 }

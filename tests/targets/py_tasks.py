@@ -10,7 +10,7 @@ SIGTERM; on SIGTERM prints its ground truth as one JSON line)
          from a peer that answers after 1 s, again and again), and task gatherer
          awaits a gather() of gather-1 and gather-2 (each in leaf_wait): prints the
          lines {"wait_db": line, "wait_http": line, "leaf_wait": line, "gather_line": line}
-  tree   about 50 tasks in a tree (fan-out 3 and 2, TaskGroups and gather), all waiting
+  tree   63 tasks in a tree (fan-out 2, TaskGroups and gather by turns), all waiting
   churn  tasks created and finished at about 5,000 a second, each awaiting a child chain;
          prints {"created": n}
 """
@@ -77,21 +77,23 @@ async def leaf_wait():
 
 
 async def gathered():
-    await asyncio.gather(asyncio.create_task(leaf_wait(), name="gather-1"),
-                         asyncio.create_task(leaf_wait(), name="gather-2"))  # GATHER
+    first = asyncio.create_task(leaf_wait(), name="gather-1")
+    second = asyncio.create_task(leaf_wait(), name="gather-2")
+    await asyncio.gather(first, second)  # GATHER
 
 
-async def tree_node(depth, width):
+async def tree_node(depth, width, path="t"):
+    """Tasks named by their place in the tree (t, t.0, t.0.1, ...)."""
     if depth == 0:
         await leaf_wait()
         return
+    names = ["%s.%d" % (path, i) for i in range(width)]
     if depth % 2:
         async with asyncio.TaskGroup() as tg:
-            for i in range(width):
-                tg.create_task(tree_node(depth - 1, width), name="tg-%d-%d" % (depth, i))
+            for n in names:
+                tg.create_task(tree_node(depth - 1, width, n), name=n)
     else:
-        await asyncio.gather(*[asyncio.create_task(tree_node(depth - 1, width), name="g-%d-%d" % (depth, i))
-                               for i in range(width)])
+        await asyncio.gather(*[asyncio.create_task(tree_node(depth - 1, width, n), name=n) for n in names])
 
 
 async def churn_child(n):
@@ -136,9 +138,9 @@ async def main():
         tasks.append(asyncio.create_task(gathered(), name="gatherer"))
         ls = lines_of("WAIT_DB", "WAIT_HTTP", "LEAF_WAIT", "GATHER")
         truth.update({"wait_db": ls["WAIT_DB"], "wait_http": ls["WAIT_HTTP"],
-                      "leaf_wait": ls["LEAF_WAIT"], "gather_line": ls["GATHER"] - 1})
+                      "leaf_wait": ls["LEAF_WAIT"], "gather_line": ls["GATHER"]})
     elif MODE == "tree":
-        tasks = [asyncio.create_task(tree_node(4, 2), name="tree-root")]
+        tasks = [asyncio.create_task(tree_node(5, 2), name="t")]
     elif MODE == "churn":
         tasks = [asyncio.create_task(churn(), name="churner")]
     await asyncio.sleep(0.3)
