@@ -215,4 +215,6 @@ def check_pymonitor_on_a_storm(tmp):
     import sqlite3
     con = sqlite3.connect(db)
     n = con.execute("SELECT count(*) FROM ebpf_gc_pause").fetchone()[0]
-    assert n > 2000 * SECONDS // 2, n
+    # the storm was heavy enough to show a structure that grows per pause (inside
+    # pymonitor it reaches ~1800/s on an idle machine, under half that when loaded)
+    assert n > 500 * SECONDS, n
