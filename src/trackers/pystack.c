@@ -480,7 +480,7 @@ static void sample_tasks(struct pystack *ps, uint64_t now_ns)
 		for (int k = 0; k < s->n; k++) {
 			const struct pytask *tk = &s->v[k];
 			int depth = task_stack(ps, s, k);
-			const char *stack, *rt = task_root(tk->name, root, sizeof(root));
+			const char *stack = NULL, *rt = task_root(tk->name, root, sizeof(root));
 
 			ps->task_samples++;
 			ps->interval_samples++;
