@@ -15,6 +15,7 @@ from conftest import TARGETS
 import test_pygc
 import test_pygil
 import test_pyhandoff
+import test_pyloop
 import test_pyoffcpu
 import test_pystack
 import test_tcphandshake
@@ -132,6 +133,26 @@ def test_builtin_pygil(empty_headers):
         mine = test_pygil.waits_of(events, w.pid, t["native_id"])
         test_pygil.assert_wait_matches("built-in headers", t, sum(e["duration_ms"] for e in mine))
         assert {e["hook"] for e in mine} == {"futex"}
+
+
+def test_builtin_pyloop(empty_headers):
+    """A selectors loop on Debian's 3.11 that stalls in a 150 ms sleep and 120 ms of CPU
+    by turns: each stall the target timed itself is one stall of that length, with the
+    function that made it."""
+    target = subprocess.Popen(["/usr/bin/python3.11", test_pyloop.STALLS, "selectors",
+                               "sleep:150,cpu:120", "300"], stdout=subprocess.PIPE)
+    try:
+        tool = empty_headers("pyloop", "-p", str(target.pid))
+        start = time.time()
+        time.sleep(4)
+        window = (start, time.time())
+        tool.stop()
+        assert tool.returncode == 0, tool.stderr
+        said_builtin([tool])
+        test_pyloop.same_stalls_as_the_target_says(tool, target, window)
+    finally:
+        target.kill()
+        target.wait()
 
 
 def test_builtin_pyoffcpu(empty_headers):
