@@ -45,7 +45,8 @@ def test_rows_per_table_are_the_events_printed(servers, tmp_path):  # noqa: F811
     con.row_factory = sqlite3.Row
     names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     # tcp_accept was not enabled: tcphandshake runs, its accepts are left out
-    assert names == set(TABLES.values()), names
+    # (and pystack's --async records, which pymonitor does not turn on: an empty table)
+    assert names - {"ebpf_py_task"} == set(TABLES.values()), names
     assert not mon.events("tcp_accept")
     for metric, table in TABLES.items():
         events = mon.events(metric)
