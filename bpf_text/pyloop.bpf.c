@@ -69,11 +69,11 @@ static __always_inline bool is_stopped(void)
 /* Only the frames filled in go out. */
 static __always_inline u32 stack_size(struct pyloop_stack *s)
 {
-	u32 depth = s->depth, size;
+	u32 depth = s->py.depth, size;
 
 	if (depth > PYLOOP_DEPTH_LIMIT)
 		depth = PYLOOP_DEPTH_LIMIT;
-	size = sizeof(*s) - sizeof(s->frames) + depth * sizeof(s->frames[0]);
+	size = sizeof(*s) - sizeof(s->py.frames) + depth * sizeof(s->py.frames[0]);
 	if (size > sizeof(*s))
 		size = sizeof(*s);
 	return size;
@@ -87,15 +87,15 @@ static __always_inline void walk_python(struct pyloop_stack *s, u32 tgid, u32 ti
 	u64 tstate = 0;
 	int st;
 
-	s->depth = 0;
-	s->status = PYWALK_ERR_CONFIG;
+	s->py.depth = 0;
+	s->py.status = PYWALK_ERR_CONFIG;
 	if (!cfg)
 		return;
 	counter_add(LOOP_CNT_PY_WALKS, 1);
 	st = py_find_tstate(cfg, tid, &tstate);
 	if (!st)
-		st = py_walk_frames(cfg, tstate, s->frames, &s->depth);
-	s->status = st;
+		st = py_walk_frames(cfg, tstate, s->py.frames, &s->py.depth);
+	s->py.status = st;
 	if (st != PYWALK_COMPLETE && st != PYWALK_TRUNCATED && st != PYWALK_NO_THREAD)
 		counter_add(LOOP_CNT_PY_ERRORS, 1);
 }

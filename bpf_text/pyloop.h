@@ -6,7 +6,7 @@
 #include "pywalk.h"
 
 /* Python frames kept per stack, innermost first. */
-#define PYLOOP_DEPTH_LIMIT 127
+#define PYLOOP_DEPTH_LIMIT PYWALK_RECORD_DEPTH
 
 /* The pollers (the syscall tracepoints attached), as records name them (poller). */
 enum pyloop_poller {
@@ -49,12 +49,10 @@ enum pyloop_kind {
 struct pyloop_stack {
 	struct task_head task; /* ts_ns: when taken; only pid and tid besides */
 	__u32 kind;            /* enum pyloop_kind */
-	__u32 status;          /* enum pywalk_status */
+	__u32 pad;
 	__u64 iter_start;      /* the iteration it belongs to (its start, the stall's key) */
 	__u64 off_ns;          /* BLOCK: that off-CPU period's length */
-	__u32 depth;           /* frames[] entries, innermost first */
-	__u32 pad;
-	struct pywalk_frame frames[PYLOOP_DEPTH_LIMIT];
+	struct pywalk_stack py;
 };
 
 /* A stall: one iteration of at least MIN_NS, sent when the thread enters its poller again. */

@@ -55,7 +55,7 @@ BPF_ARRAY(stopped, u32, 1);
 BPF_ARRAY(blank, struct pyoffcpu_event, 1);
 #ifdef FOLDED
 BPF_HASH(folded, struct pyoffcpu_fold_key, struct pyoffcpu_fold_val, PYOFFCPU_FOLDED_MAX);
-BPF_HASH(py_stacks, u64, struct pyoffcpu_pystack, 4096);
+BPF_HASH(py_stacks, u64, struct pywalk_stack, 4096);
 #endif
 
 /* The offcpu entry of tid, created when missing; NULL when the table is full. */
@@ -171,7 +171,7 @@ static __always_inline void switch_out(void *ctx, s64 state, u64 now)
 
 #ifdef FOLDED
 /* The frames' identity (code object, instruction) as a key of py_stacks; 0 for none. */
-static __always_inline u64 py_hash(struct pyoffcpu_pystack *py)
+static __always_inline u64 py_hash(struct pywalk_stack *py)
 {
 	u64 h = 14695981039346656037ULL;
 	u32 depth = py->depth;

@@ -6,7 +6,7 @@
 #include "pywalk.h"
 
 /* --max-stack-depth at most: the kernel's stack maps keep at most 127 frames (PERF_MAX_STACK_DEPTH). */
-#define PYOFFCPU_DEPTH_LIMIT 127
+#define PYOFFCPU_DEPTH_LIMIT PYWALK_RECORD_DEPTH
 
 /* prev_state bits of sched:sched_switch (its print fmt: S, D, T, t, X, Z, P, I; 0 is R). */
 #define PYOFFCPU_STATE_S 0x1
@@ -27,13 +27,6 @@
 	X(OFFCPU_CNT_FOLD_FULL, "folded_dropped", "-f, -o: long periods not added, the folded table was full")
 enum pyoffcpu_counter { PYOFFCPU_COUNTERS(PYEBPF_COUNTER_ID) OFFCPU_CNT_MAX };
 
-/* A Python stack as taken when the thread left the CPU; also the values of py_stacks (-f). */
-struct pyoffcpu_pystack {
-	__u32 status; /* enum pywalk_status; PYWALK_ERR_CONFIG when not walked */
-	__u32 depth;  /* frames[] entries, innermost first */
-	struct pywalk_frame frames[PYOFFCPU_DEPTH_LIMIT];
-};
-
 /*
  * One off-CPU period of a thread: kept per thread while it is off the CPU (offcpu map),
  * sent as a record when it is back after --min-ms (only the frames taken go out).
@@ -47,7 +40,7 @@ struct pyoffcpu_event {
 	__u32 cpu;             /* the CPU it left */
 	__u32 waker_tid;       /* the task running sched_wakeup (0: idle or unknown) */
 	char waker_comm[16];
-	struct pyoffcpu_pystack py;
+	struct pywalk_stack py; /* as taken when the thread left the CPU; also py_stacks' values (-f) */
 };
 
 /* Per thread, every period (whatever --min-ms, --state): the summary's per-thread rows. */

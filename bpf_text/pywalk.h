@@ -50,6 +50,17 @@ struct pywalk_frame {
 	__u32 firstlineno; /* staleness check for userspace's code cache */
 };
 
+/*
+ * A walked stack as a record carries it (pyoffcpu's, pyloop's), last in the record so
+ * that only the frames taken go out; 127 frames, as the kernel's stack maps keep at most.
+ */
+#define PYWALK_RECORD_DEPTH 127
+struct pywalk_stack {
+	__u32 status; /* enum pywalk_status; PYWALK_ERR_CONFIG when not walked */
+	__u32 depth;  /* frames[] entries, innermost first */
+	struct pywalk_frame frames[PYWALK_RECORD_DEPTH];
+};
+
 enum pywalk_status {
 	PYWALK_COMPLETE = 0,  /* the whole chain was read */
 	PYWALK_TRUNCATED = 1, /* more frames than --max-depth: the innermost ones are kept */

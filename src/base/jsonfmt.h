@@ -20,5 +20,7 @@ void json_set_real(json_t *obj, const char *key, double v);
 void time_format_mono_ns(uint64_t mono_ns, char *buf, size_t len);
 /* CLOCK_MONOTONIC now, in ns (the clock bpf_ktime_get_ns() reads). */
 uint64_t time_mono_ns(void);
+/* The CPU time this process has used so far (user + system), in us; 0 when unknown. */
+uint64_t time_self_cpu_us(void);
 
 #endif

@@ -130,3 +130,15 @@ const char *pyframes_folded(struct pyframes_buf *b, const char *root, const stru
 	}
 	return b->p;
 }
+
+void pyframes_text_free(struct pyframes_text *t)
+{
+	pyframes_buf_free(&t->buf);
+}
+
+const char *pyframes_text(struct pyframes_text *t, struct pyproc *py, const struct pywalk_frame *frames,
+			  int depth, unsigned status)
+{
+	t->unresolved += (unsigned long long)pyframes_resolve(py, frames, depth, t->locs);
+	return pyframes_folded(&t->buf, NULL, t->locs, depth, status);
+}

@@ -59,6 +59,24 @@ enum pyframes_fold { PYFRAMES_FOLD_ROOT, PYFRAMES_FOLD_FRAME };
 void pyframes_fold_escape(char *s, size_t n, enum pyframes_fold as);
 
 /*
+ * A tracker's walked stacks made text: its buffer, the frames' locations, and how many
+ * frames could not be resolved (its summary's unresolved_frames).
+ */
+struct pyframes_text {
+	struct pyframes_buf buf;
+	unsigned long long unresolved;
+	struct pycode_loc locs[PYWALK_DEPTH_LIMIT];
+};
+void pyframes_text_free(struct pyframes_text *t);
+
+/*
+ * depth frames of py (NULL: not CPython, every frame "[unknown]") resolved into t->locs
+ * and folded without a root (pyframes_folded): t's buffer, valid until the next call.
+ */
+const char *pyframes_text(struct pyframes_text *t, struct pyproc *py, const struct pywalk_frame *frames,
+			  int depth, unsigned status);
+
+/*
  * A stack as one line of folded text: root (when not NULL, escaped as the root), the
  * marker, then the frames root first, ';' between them (each escaped as a frame).
  * Returns b->p ("" when empty).

@@ -3,12 +3,15 @@
 #include <bcc/libbpf.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "jsonfmt.h"
+#include "kbtf.h"
+#include "pyebpf_bpf.h"
 #include "log.h"
 #include "procinfo.h"
 
@@ -309,6 +312,76 @@ int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog)
 	for (int i = 0; i < ts->n; i++)
 		if (!configure(ts, &ts->v[i]))
 			r = -1;
+	return r;
+}
+
+int pytargets_add_any(struct pytargets *ts, const pid_t *pids, int n, const char *no_py)
+{
+	for (int i = 0; i < n; i++) {
+		struct pytarget *t;
+
+		if (!procinfo_exists(pids[i])) {
+			log_error("no process with pid %d", pids[i]);
+			return -1;
+		}
+		t = pytargets_add(ts, pids[i], true);
+		if (!t) {
+			log_error("pid %d not traced", pids[i]);
+			return -1;
+		}
+		if (t->py)
+			continue;
+		if (no_py)
+			log_warn("pid %d is not a CPython this tool can read: %s", pids[i], no_py);
+		/* watched all the same (pytargets_add watches CPythons only) */
+		t->watched = true;
+		ts->watched++;
+		ts->alive++;
+	}
+	return 0;
+}
+
+int pytargets_start(struct pytargets *ts, struct bpfprog *walker, bool children)
+{
+	if (walker && pytargets_set_walker(ts, walker))
+		return -1;
+	ts->children = children;
+	if (children)
+		pytargets_add_children(ts);
+	ts->next_children_ns = ts->next_exits_ns = time_mono_ns() + 1000000000ull;
+	return 0;
+}
+
+void pytargets_sync_map(struct pytargets *ts, struct bpfprog *prog, const char *map)
+{
+	int fd = bpfprog_table_fd(prog, map);
+	unsigned char one = 1;
+
+	if (fd < 0 || ts->synced == ts->added)
+		return;
+	ts->synced = ts->added;
+	for (int i = 0; i < ts->n; i++) {
+		__u32 pid = (__u32)ts->v[i].pid;
+		if (!ts->v[i].exited && bpf_update_elem(fd, &pid, &one, BPF_ANY))
+			log_warn("cannot trace pid %d: %s", (int)pid, strerror(errno));
+	}
+}
+
+int pytargets_cflags(struct cflags *cf, const struct common_opts *c, bool pid_filter, bool walk)
+{
+	struct common_opts nofilter = *c;
+	struct kbtf *b = kbtf_open();
+	int r;
+
+	if (!b)
+		return -1;
+	if (!pid_filter)
+		nofilter.npids = 0;
+	r = pyebpf_bpf_cflags(b, cf, &nofilter);
+	/* the walker finds the thread's PyThreadState by its fsbase (python.bpf.h) */
+	if (!r && walk)
+		r = kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
+	kbtf_close(b);
 	return r;
 }
 

@@ -20,6 +20,8 @@
 #include <linux/types.h>
 
 #include "bpfprog.h"
+#include "cflags.h"
+#include "opts.h"
 #include "pyebpf.h"
 #include "pyframes.h"
 #include "pyproc.h"
@@ -46,6 +48,7 @@ struct pytargets {
 	unsigned long long added; /* targets ever added (the summaries' "processes") */
 	unsigned long long added_python; /* ... of them CPython */
 	struct bpfprog *walker; /* set: each CPython target's layout goes to its py_config */
+	unsigned long long synced; /* added when pytargets_sync_map last wrote the map */
 	uint64_t next_exits_ns, next_children_ns;
 };
 
@@ -66,6 +69,13 @@ int pytargets_add_pid(struct pytargets *ts, pid_t pid);
  * full. watched: only when it is CPython.
  */
 struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched);
+/*
+ * The -p pids of a tracker that traces any process: a CPython gets its Python stacks,
+ * another process is traced all the same and watched (its exit is said and ends the
+ * run), and when no_py is not NULL "pid N is not a CPython this tool can read: NO_PY"
+ * is said. 0, or -1 after an error naming the pid.
+ */
+int pytargets_add_any(struct pytargets *ts, const pid_t *pids, int n, const char *no_py);
 /*
  * A CPython the caller opened (e.g. a hook planner's): the set owns py from now on.
  * NULL when the set is full or has pyproc_pid(py) already; the caller still owns py then.
@@ -108,6 +118,27 @@ int pytargets_add_all(struct pytargets *ts);
  * stderr; that target's samples never come).
  */
 int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog);
+
+/*
+ * A tracker's start, its program compiled: walker (NULL: no stacks are walked) gets
+ * every CPython target's layout (pytargets_set_walker), with children the targets'
+ * descendants are added now and later, and pytargets_refresh looks first a second from
+ * now. 0, or -1 as pytargets_set_walker.
+ */
+int pytargets_start(struct pytargets *ts, struct bpfprog *walker, bool children);
+
+/*
+ * Every target that has not exited into prog's hash map (a u32 pid key, a u8 value 1),
+ * when targets were added since the last time: the pids a program traces.
+ */
+void pytargets_sync_map(struct pytargets *ts, struct bpfprog *prog, const char *map);
+
+/*
+ * The -D options of a Python tracker's program: pyebpf.bpf.h's (FILTER_PIDS only with
+ * pid_filter: otherwise its targets are the keys of its own map), and with walk the
+ * offset python.bpf.h's stack walker finds threads by. -1 after an error.
+ */
+int pytargets_cflags(struct cflags *cf, const struct common_opts *c, bool pid_filter, bool walk);
 
 /*
  * After every poll: with children, adds the new descendants, with all every new

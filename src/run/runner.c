@@ -167,9 +167,14 @@ static int run(struct tracker *const *all, int n, struct sink *sink, const struc
 	}
 	/* signals before attaching: a Ctrl-C during start still ends the run cleanly */
 	lifecycle_install_signals();
-	for (int i = 0; i < n; i++)
-		if (trackers[i]->ops->start(trackers[i]) && !leave(trackers, &n, &i, lenient, "attach"))
-			return EXIT_RUNTIME;
+	for (int i = 0; i < n; i++) {
+		if (trackers[i]->ops->start(trackers[i])) {
+			if (!leave(trackers, &n, &i, lenient, "attach"))
+				return EXIT_RUNTIME;
+			continue;
+		}
+		trackers[i]->cpu_start_us = time_self_cpu_us();
+	}
 	if (common->duration_s)
 		deadline_ns = time_mono_ns() + (uint64_t)(common->duration_s * 1e9);
 	say_started(trackers, n);

@@ -18,11 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "jsonfmt.h"
-#include "kbtf.h"
 #include "lathist.h"
 #include "log.h"
 #include "monitor.h"
@@ -34,6 +32,7 @@
 #include "pytargets.h"
 #include "record.h"
 #include "stackagg.h"
+#include "summary.h"
 #include "tpformat.h"
 #include "tracker.h"
 
@@ -119,9 +118,9 @@ static const struct field summary_fields[] = {
 	{ .name = "unresolved_frames", .type = FIELD_INT, .meaning = "Python frames whose code object could not be read in user space" },
 	FIELD_LOST,
 	FIELD_MISSED,
-	{ .name = "processes", .type = FIELD_INT, .meaning = "target processes seen (with --children, children too)" },
+	FIELD_PROCESSES,
 	{ .name = "loop_threads", .type = FIELD_INT, .meaning = "threads seen in a poller" },
-	{ .name = "tool_cpu_ms", .type = FIELD_REAL, .unit = "ms", .meaning = "CPU time of the tool itself while tracing (user + system, BPF programs not included)" },
+	FIELD_TOOL_CPU_MS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -166,15 +165,12 @@ struct pyloop {
 	struct stackagg profile;  /* -o: the run's stall stacks (self: stalls, total: ns) */
 	struct stackagg folded_agg; /* -f: since the last report */
 	struct pytargets targets;
-	unsigned long long synced;
-	struct pyframes_buf text;
+	struct pyframes_text text;
 	struct pending pending[MAX_PENDING];
 	struct no_loop no_loop[MAX_TARGETS];
 	int nno_loop;
-	unsigned long long unresolved_frames;
 	bool hist_direct;         /* pyloop_fine_index() is lathist's: counts go into its buckets */
-	uint64_t start_ns, last_report_ns, next_no_loop_ns, cpu_start_us;
-	struct pycode_loc locs[PYLOOP_DEPTH_LIMIT];
+	uint64_t start_ns, last_report_ns, next_no_loop_ns;
 };
 
 static void init(struct tracker *t)
@@ -232,31 +228,6 @@ static int check(struct tracker *t)
 	return profile_check(&o->out);
 }
 
-/* A -p pid: a CPython gets its Python stacks; another process is traced all the same, said once. */
-static int add_target(struct pyloop *o, pid_t pid)
-{
-	struct pytarget *pt;
-
-	if (!procinfo_exists(pid)) {
-		log_error("no process with pid %d", pid);
-		return -1;
-	}
-	pt = pytargets_add(&o->targets, pid, true);
-	if (!pt) {
-		log_error("pid %d not traced", pid);
-		return -1;
-	}
-	if (pt->py)
-		return 0;
-	if (!o->no_stacks)
-		log_warn("pid %d is not a CPython this tool can read: its stalls have no Python stacks (-v says why)",
-			 pid);
-	pt->watched = true;
-	o->targets.watched++;
-	o->targets.alive++;
-	return 0;
-}
-
 /* Whether lathist puts each value where pyloop_fine_index() says (then BPF's counts go straight in). */
 static bool fine_index_is_lathist(void)
 {
@@ -277,10 +248,7 @@ static bool fine_index_is_lathist(void)
 static int prepare(struct tracker *t)
 {
 	struct pyloop *o = (struct pyloop *)t;
-	struct common_opts nofilter = *t->common;
 	struct cflags *cf = &t->cflags;
-	struct kbtf *b;
-	int r;
 
 	if (!t->common->print_ebpf && (!tpformat_has_field("sched", "sched_switch", "prev_state") ||
 				       !tpformat_has_field("sched", "sched_switch", "next_pid") ||
@@ -290,14 +258,8 @@ static int prepare(struct tracker *t)
 			  "fields this tool reads on this kernel (see their tracefs format files)");
 		return -1;
 	}
-	b = kbtf_open();
-	if (!b)
-		return -1;
-	nofilter.npids = 0; /* targets are the keys of target_pids, not pid_filter */
-	r = pyebpf_bpf_cflags(b, cf, &nofilter) ||
-	    kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
-	kbtf_close(b);
-	if (r)
+	/* targets are the keys of target_pids, not pid_filter */
+	if (pytargets_cflags(cf, t->common, false, true))
 		return -1;
 	cflags_add(cf, "-DMIN_NS=%lluULL", (unsigned long long)o->min_ms * 1000000ull);
 	/* samples from a tenth of --min-ms on: a healthy loop walks nothing */
@@ -312,25 +274,10 @@ static int prepare(struct tracker *t)
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = pyloop_bpf_text;
 	o->hist_direct = fine_index_is_lathist();
-	for (int i = 0; !t->common->print_ebpf && i < t->common->npids; i++)
-		if (add_target(o, t->common->pids[i]))
-			return -1;
-	return 0;
-}
-
-static void sync_targets(struct pyloop *o)
-{
-	int fd = bpfprog_table_fd(o->base.prog, "target_pids");
-	unsigned char one = 1;
-
-	if (fd < 0 || o->synced == o->targets.added)
-		return;
-	o->synced = o->targets.added;
-	for (int i = 0; i < o->targets.n; i++) {
-		__u32 pid = (__u32)o->targets.v[i].pid;
-		if (!o->targets.v[i].exited && bpf_update_elem(fd, &pid, &one, BPF_ANY))
-			log_warn("cannot trace pid %d: %s", (int)pid, strerror(errno));
-	}
+	if (t->common->print_ebpf)
+		return 0;
+	return pytargets_add_any(&o->targets, t->common->pids, t->common->npids,
+				 o->no_stacks ? NULL : "its stalls have no Python stacks (-v says why)");
 }
 
 static double ms(__u64 ns)
@@ -367,20 +314,19 @@ static void pending_reset(struct pending *p, __u64 iter_start)
 /* A stack record's frames as a folded line (the text buffer's), or NULL when it has none. */
 static const char *stack_text(struct pyloop *o, const struct pyloop_stack *s, int size)
 {
-	const size_t head = offsetof(struct pyloop_stack, frames);
+	const size_t head = offsetof(struct pyloop_stack, py.frames);
 	struct pytarget *pt;
 	int depth;
 
 	if (size < (int)head)
 		return NULL;
-	depth = pyframes_depth(s->depth, size, head);
+	depth = pyframes_depth(s->py.depth, size, head);
 	if (!depth)
 		return NULL;
 	pt = pytargets_find(&o->targets, (pid_t)s->task.pid);
 	if (!pt || !pt->py)
 		return NULL;
-	o->unresolved_frames += pyframes_resolve(pt->py, s->frames, depth, o->locs);
-	return pyframes_folded(&o->text, NULL, o->locs, depth, s->status);
+	return pyframes_text(&o->text, pt->py, s->py.frames, depth, s->py.status);
 }
 
 /* A sample or a block stack: kept with its iteration until that ends as a stall (or not). */
@@ -396,7 +342,7 @@ static void on_stack(struct pyloop *o, const struct pyloop_stack *s, int size)
 		pending_reset(p, s->iter_start); /* an older iteration ended without a stall */
 	stack = stack_text(o, s, size);
 	if (!stack)
-		stack = s->status == PYWALK_NO_THREAD ? "[no Python thread]" : "[no Python stack]";
+		stack = s->py.status == PYWALK_NO_THREAD ? "[no Python thread]" : "[no Python stack]";
 	if (s->kind == PYLOOP_REC_BLOCK) {
 		free(p->block);
 		p->block = strdup(stack);
@@ -565,16 +511,6 @@ static int set_running(struct pyloop *o, __u32 on)
 	return 0;
 }
 
-static uint64_t cpu_used_us(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru))
-		return 0;
-	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
-	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
 static int start(struct tracker *t)
 {
 	static const char *const names[] = { "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll",
@@ -583,17 +519,13 @@ static int start(struct tracker *t)
 	struct bpfprog *p = t->prog;
 	char tp[64];
 
-	if (!o->no_stacks && pytargets_set_walker(&o->targets, p))
+	if (pytargets_start(&o->targets, o->no_stacks ? NULL : p, o->children))
 		return -1;
-	o->targets.children = o->children;
-	if (o->children)
-		pytargets_add_children(&o->targets);
-	sync_targets(o);
+	pytargets_sync_map(&o->targets, p, "target_pids");
 	snprintf(t->banner, sizeof(t->banner), "Tracing the event loops of %d process%s (stalls of %lu ms or more).",
 		 o->targets.n, o->targets.n == 1 ? "" : "es", o->min_ms);
 	o->start_ns = o->last_report_ns = time_mono_ns();
 	o->next_no_loop_ns = o->start_ns + NO_LOOP_AFTER_MS * 1000000ull;
-	o->targets.next_children_ns = o->targets.next_exits_ns = o->last_report_ns + 1000000000ull;
 	if (bpfprog_open_ring_buffer(p, "events", on_event, o))
 		return -1;
 	/* the pollers first: the runner detaches in this order, so no stall ends after the scheduler is gone */
@@ -613,10 +545,7 @@ static int start(struct tracker *t)
 	if (!o->no_stacks &&
 	    bpfprog_attach_perf_event(p, "on_sample", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, o->freq, -1))
 		return -1;
-	if (set_running(o, 1))
-		return -1;
-	o->cpu_start_us = cpu_used_us();
-	return 0;
+	return set_running(o, 1);
 }
 
 /* The percentiles of tid's iterations from iter_hist's entries (keys/vals, n of them). */
@@ -789,7 +718,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pyloop *o = (struct pyloop *)t;
 
 	t->done = pytargets_refresh(&o->targets, now_ns);
-	sync_targets(o);
+	pytargets_sync_map(&o->targets, t->prog, "target_pids");
 	if (!t->done && now_ns >= o->next_no_loop_ns) {
 		o->next_no_loop_ns = now_ns + 1000000000ull;
 		check_no_loop(o);
@@ -815,23 +744,18 @@ static void stop_tracing(struct pyloop *o)
 static void finish(struct tracker *t)
 {
 	struct pyloop *o = (struct pyloop *)t;
-	json_t *sum = json_object();
 	unsigned long long nthreads;
-	uint64_t cpu = cpu_used_us() - o->cpu_start_us;
+	json_t *sum;
 
 	stop_tracing(o);
 	if (o->folded)
 		print_folded(o);
 	/* -f: stdout is flame-graph input only */
 	nthreads = print_threads(o, !o->folded);
-	json_set_str(sum, "metric", summary_schema.metric);
-	pyebpf_bpf_set_counters(sum, t->prog, counters);
-	json_set_int(sum, "unresolved_frames", (json_int_t)o->unresolved_frames);
-	pyebpf_bpf_set_losses(sum, t->prog);
-	json_set_int(sum, "processes", (json_int_t)o->targets.added);
+	sum = summary_begin(t, &summary_schema, counters);
+	json_set_int(sum, "unresolved_frames", (json_int_t)o->text.unresolved);
 	json_set_int(sum, "loop_threads", (json_int_t)nthreads);
-	json_set_real(sum, "tool_cpu_ms", (double)cpu / 1000.0);
-	sink_summary(t->sink, &summary_schema, sum);
+	summary_end(t, &summary_schema, sum, o->targets.added);
 	t->failed |= 0 != profile_write(&o->out, &o->profile, &(const struct profile_meta){
 		.title = "pyloop: what stalled the event loops",
 		.count_name = "stalls",
@@ -853,7 +777,7 @@ static void destroy(struct tracker *t)
 		stackagg_free(&o->pending[i].samples);
 		free(o->pending[i].block);
 	}
-	pyframes_buf_free(&o->text);
+	pyframes_text_free(&o->text);
 }
 
 /* What pymonitor calls it (its table: ebpf_loop_stall), and its flag. */

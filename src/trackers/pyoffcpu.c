@@ -16,11 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "jsonfmt.h"
-#include "kbtf.h"
 #include "log.h"
 #include "procinfo.h"
 #include "profile.h"
@@ -29,6 +27,7 @@
 #include "pyoffcpu.h"
 #include "pytargets.h"
 #include "record.h"
+#include "summary.h"
 #include "symbols.h"
 #include "tpformat.h"
 #include "monitor.h"
@@ -129,10 +128,9 @@ static const struct field summary_fields[] = {
 	FIELD_MISSED,
 	{ .name = "dropped", .type = FIELD_INT,
 	  .meaning = "records read but not decoded: they came faster than they could be (a storm)" },
-	{ .name = "processes", .type = FIELD_INT, .meaning = "target processes seen (with --children, children too)" },
+	FIELD_PROCESSES,
 	{ .name = "threads", .type = FIELD_INT, .meaning = "target threads seen coming back on a CPU" },
-	{ .name = "tool_cpu_ms", .type = FIELD_REAL, .unit = "ms",
-	  .meaning = "CPU time of the tool itself while tracing (user + system, BPF programs not included)" },
+	FIELD_TOOL_CPU_MS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -153,14 +151,11 @@ struct pyoffcpu {
 	struct profile_out out;   /* -o: the folded table's sums of the whole run */
 	struct stackagg profile;  /* stack -> self: periods, total: nanoseconds off the CPU */
 	struct pytargets targets;
-	unsigned long long synced; /* targets.added when target_pids was last written */
 	struct symbols *syms;
-	struct pyframes_buf text;
-	unsigned long long unresolved_frames;
+	struct pyframes_text text;
 	uint64_t burst_ns, last_event_ns; /* when the current read of the ring began; its last record */
 	unsigned long long dropped;       /* records read but not decoded */
-	uint64_t last_report_ns, cpu_start_us;
-	struct pycode_loc locs[PYOFFCPU_DEPTH_LIMIT];
+	uint64_t last_report_ns;
 };
 
 static void init(struct tracker *t)
@@ -223,42 +218,10 @@ static int check(struct tracker *t)
 	return profile_check(&o->out);
 }
 
-/*
- * A -p pid: a CPython gets its Python stacks; another process is traced all the same
- * (kernel and user stacks), which is said once.
- */
-static int add_target(struct pyoffcpu *o, pid_t pid)
-{
-	struct pytarget *pt;
-
-	if (!procinfo_exists(pid)) {
-		log_error("no process with pid %d", pid);
-		return -1;
-	}
-	pt = pytargets_add(&o->targets, pid, true);
-	if (!pt) {
-		log_error("pid %d not traced", pid);
-		return -1;
-	}
-	if (pt->py)
-		return 0;
-	if (!o->no_py)
-		log_warn("pid %d is not a CPython this tool can read: its py_stack stays empty "
-			 "(kernel and user stacks are still taken; -v says why)", pid);
-	/* watched all the same (pytargets watches CPythons only): its exit is said and ends the run */
-	pt->watched = true;
-	o->targets.watched++;
-	o->targets.alive++;
-	return 0;
-}
-
 static int prepare(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
-	struct common_opts nofilter = *t->common;
 	struct cflags *cf = &t->cflags;
-	struct kbtf *b;
-	int r;
 
 	/* the records' layout follows these fields: a kernel without them is named, not misread */
 	if (!t->common->print_ebpf && (!tpformat_has_field("sched", "sched_switch", "prev_state") ||
@@ -268,14 +231,8 @@ static int prepare(struct tracker *t)
 			  "on this kernel (see its tracefs format files)");
 		return -1;
 	}
-	b = kbtf_open();
-	if (!b)
-		return -1;
-	nofilter.npids = 0; /* targets are the keys of target_pids, not pid_filter */
-	r = pyebpf_bpf_cflags(b, cf, &nofilter) ||
-	    kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
-	kbtf_close(b);
-	if (r)
+	/* targets are the keys of target_pids, not pid_filter */
+	if (pytargets_cflags(cf, t->common, false, true))
 		return -1;
 	cflags_add(cf, "-DMIN_NS=%lluULL", (unsigned long long)o->min_ms * 1000000ull);
 	cflags_add(cf, "-DSTATE_MASK=%u", o->state_mask);
@@ -291,26 +248,11 @@ static int prepare(struct tracker *t)
 		cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	}
 	t->text = pyoffcpu_bpf_text;
-	for (int i = 0; !t->common->print_ebpf && i < t->common->npids; i++)
-		if (add_target(o, t->common->pids[i]))
-			return -1;
-	return 0;
-}
-
-/* Every target process into target_pids, when targets were added since the last time. */
-static void sync_targets(struct pyoffcpu *o)
-{
-	int fd = bpfprog_table_fd(o->base.prog, "target_pids");
-	unsigned char one = 1;
-
-	if (fd < 0 || o->synced == o->targets.added)
-		return;
-	o->synced = o->targets.added;
-	for (int i = 0; i < o->targets.n; i++) {
-		__u32 pid = (__u32)o->targets.v[i].pid;
-		if (!o->targets.v[i].exited && bpf_update_elem(fd, &pid, &one, BPF_ANY))
-			log_warn("cannot trace pid %d: %s", (int)pid, strerror(errno));
-	}
+	if (t->common->print_ebpf)
+		return 0;
+	/* another process gets kernel and user stacks */
+	return pytargets_add_any(&o->targets, t->common->pids, t->common->npids,
+				 o->no_py ? NULL : "its py_stack stays empty (kernel and user stacks are still taken; -v says why)");
 }
 
 /* The frames of stack id (innermost first) into ips; how many (0 when it is gone or id < 0). */
@@ -389,11 +331,12 @@ static double ms(__u64 ns)
 /* What python_stack() returns for a stack it resolved (any other status: nothing to show). */
 static const char py_walked[] = "walked";
 
-/* The Python stack of a period resolved into o->locs (py_walked), or why there is none. */
-static const char *python_stack(struct pyoffcpu *o, struct pytarget *pt, const struct pyoffcpu_pystack *py,
-				int depth, bool shown, int *out_depth)
+/* The Python stack of a period folded into *text (py_walked), or why there is none. */
+static const char *python_stack(struct pyoffcpu *o, struct pytarget *pt, const struct pywalk_stack *py,
+				int depth, bool shown, int *out_depth, const char **text)
 {
 	*out_depth = 0;
+	*text = "";
 	if (o->no_py)
 		return "off";
 	if (!pt || !pt->py)
@@ -402,8 +345,7 @@ static const char *python_stack(struct pyoffcpu *o, struct pytarget *pt, const s
 		return "short";
 	if (py->status != PYWALK_COMPLETE && py->status != PYWALK_TRUNCATED && !depth)
 		return pywalk_status_name(py->status);
-	if (depth)
-		o->unresolved_frames += pyframes_resolve(pt->py, py->frames, depth, o->locs);
+	*text = pyframes_text(&o->text, pt->py, py->frames, depth, py->status);
 	*out_depth = depth;
 	return py_walked;
 }
@@ -415,7 +357,7 @@ static void on_event(void *ctx, void *data, int size)
 	const size_t head = offsetof(struct pyoffcpu_event, py.frames);
 	char thread[PYTHREAD_NAME_MAX], state[32];
 	struct pytarget *pt;
-	const char *status;
+	const char *status, *py_stack;
 	json_t *r;
 	int depth;
 	__u64 dur = e->run_ns - e->task.ts_ns;
@@ -440,7 +382,7 @@ static void on_event(void *ctx, void *data, int size)
 	depth = e->py.depth ? pyframes_depth(e->py.depth, size, head) : 0;
 	pt = pytargets_thread_name(&o->targets, (pid_t)e->task.pid, (pid_t)e->task.tid, e->task.comm,
 				   sizeof(e->task.comm), thread, sizeof(thread));
-	status = python_stack(o, pt, &e->py, depth, dur >= o->py_min_ms * 1000000ull, &depth);
+	status = python_stack(o, pt, &e->py, depth, dur >= o->py_min_ms * 1000000ull, &depth, &py_stack);
 	r = json_object();
 	json_set_str(r, "metric", event_schema.metric);
 	record_set_time(r, e->task.ts_ns);
@@ -462,20 +404,10 @@ static void on_event(void *ctx, void *data, int size)
 		json_object_set_new(r, "waker_comm", json_null());
 	json_object_set_new(r, "kernel_stack", stack_array(o, (pid_t)e->task.pid, e->kstack, true));
 	json_object_set_new(r, "user_stack", stack_array(o, (pid_t)e->task.pid, e->ustack, false));
-	json_set_str(r, "py_stack", status == py_walked ? pyframes_folded(&o->text, NULL, o->locs, depth, e->py.status) : "");
+	json_set_str(r, "py_stack", py_stack);
 	json_set_int(r, "py_stack_depth", depth);
 	json_set_str(r, "py_status", status == py_walked ? pywalk_status_name(e->py.status) : status);
 	sink_record(o->base.sink, &event_schema, r);
-}
-
-static uint64_t cpu_used_us(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru))
-		return 0;
-	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
-	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 static int start(struct tracker *t)
@@ -484,29 +416,24 @@ static int start(struct tracker *t)
 	struct bpfprog *p = t->prog;
 
 	o->syms = symbols_open(0);
-	if (!o->syms || (!o->no_py && pytargets_set_walker(&o->targets, p)))
+	if (!o->syms || pytargets_start(&o->targets, o->no_py ? NULL : p, o->children))
 		return -1;
-	o->targets.children = o->children;
-	if (o->children)
-		pytargets_add_children(&o->targets);
-	sync_targets(o);
+	pytargets_sync_map(&o->targets, p, "target_pids");
 	snprintf(t->banner, sizeof(t->banner), "Tracing off-CPU periods of %d process%s%s.",
 		 o->targets.n, o->targets.n == 1 ? "" : "es", o->folded ? " (folded)" : "");
 	o->last_report_ns = time_mono_ns();
-	o->targets.next_children_ns = o->targets.next_exits_ns = o->last_report_ns + 1000000000ull;
 	if (!o->folded && bpfprog_open_ring_buffer(p, "events", on_event, o))
 		return -1;
 	if (bpfprog_attach_tracepoint(p, "sched", "sched_switch") ||
 	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup") ||
 	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup_new"))
 		return -1;
-	o->cpu_start_us = cpu_used_us();
 	return 0;
 }
 
 /* A key's stack as -f folds it, "thread;python...;user...;kernel...", root first. */
 static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_key *k, int py_fd,
-			struct pyoffcpu_pystack *py)
+			struct pywalk_stack *py)
 {
 	char thread[PYTHREAD_NAME_MAX], name[FRAME_NAME_MAX];
 	__u64 ips[PYOFFCPU_DEPTH_LIMIT];
@@ -519,10 +446,10 @@ static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_
 	pyframes_fold_escape(thread, sizeof(thread), PYFRAMES_FOLD_ROOT);
 	fputs(thread, f);
 	if (k->py_hash && pt && pt->py && py_fd >= 0 && !bpf_lookup_elem(py_fd, &py_hash, py)) {
-		int depth = pyframes_depth(py->depth, sizeof(*py), offsetof(struct pyoffcpu_pystack, frames));
-		o->unresolved_frames += pyframes_resolve(pt->py, py->frames, depth, o->locs);
+		int depth = pyframes_depth(py->depth, sizeof(*py), offsetof(struct pywalk_stack, frames));
+		const char *text = pyframes_text(&o->text, pt->py, py->frames, depth, py->status);
 		if (depth)
-			fprintf(f, ";%s", pyframes_folded(&o->text, NULL, o->locs, depth, py->status));
+			fprintf(f, ";%s", text);
 	}
 	/* native frames come innermost first: printed from the outermost */
 	n = read_stack(o, k->ustack, ips);
@@ -543,7 +470,7 @@ static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_
  * into the run's profile (the -f lines of every interval added up).
  */
 static void take_key(struct pyoffcpu *o, FILE *out, const struct pyoffcpu_fold_key *k,
-		     const struct pyoffcpu_fold_val *v, int py_fd, struct pyoffcpu_pystack *py)
+		     const struct pyoffcpu_fold_val *v, int py_fd, struct pywalk_stack *py)
 {
 	char *stack = NULL;
 	size_t len = 0;
@@ -571,7 +498,7 @@ static void take_folded(struct pyoffcpu *o)
 {
 	int fd = bpfprog_table_fd(o->base.prog, "folded");
 	int py_fd = bpfprog_table_fd(o->base.prog, "py_stacks");
-	struct pyoffcpu_pystack *py = malloc(sizeof(*py));
+	struct pywalk_stack *py = malloc(sizeof(*py));
 	struct pyoffcpu_fold_key *keys = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*keys));
 	struct pyoffcpu_fold_val *totals = malloc(PYOFFCPU_FOLDED_MAX * sizeof(*totals));
 	FILE *f = o->folded ? sink_text(o->base.sink) : NULL;
@@ -644,7 +571,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
 	t->done = pytargets_refresh(&o->targets, now_ns);
-	sync_targets(o);
+	pytargets_sync_map(&o->targets, t->prog, "target_pids");
 	if (!t->done && o->interval_s && (double)(now_ns - o->last_report_ns) >= o->interval_s * 1e9) {
 		o->last_report_ns = now_ns;
 		if (o->folded || o->out.path)
@@ -673,25 +600,20 @@ static void stop_tracing(struct pyoffcpu *o)
 static void finish(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
-	json_t *sum = json_object();
 	unsigned long long nthreads;
-	uint64_t cpu = cpu_used_us() - o->cpu_start_us;
+	json_t *sum;
 
 	stop_tracing(o);
 	/* -f: stdout is flame-graph input only; the rows would be lines it cannot read */
 	if (o->folded || o->out.path)
 		take_folded(o);
 	nthreads = print_threads(o, !o->folded);
-	json_set_str(sum, "metric", summary_schema.metric);
-	pyebpf_bpf_set_counters(sum, t->prog, counters);
-	json_set_int(sum, "unresolved_frames", (json_int_t)o->unresolved_frames);
+	sum = summary_begin(t, &summary_schema, counters);
+	json_set_int(sum, "unresolved_frames", (json_int_t)o->text.unresolved);
 	json_set_int(sum, "stacks_other", (json_int_t)o->profile.other);
-	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "dropped", (json_int_t)o->dropped);
-	json_set_int(sum, "processes", (json_int_t)o->targets.added);
 	json_set_int(sum, "threads", (json_int_t)nthreads);
-	json_set_real(sum, "tool_cpu_ms", (double)cpu / 1000.0);
-	sink_summary(t->sink, &summary_schema, sum);
+	summary_end(t, &summary_schema, sum, o->targets.added);
 	t->failed |= 0 != profile_write(&o->out, &o->profile, &(const struct profile_meta){
 		.title = "pyoffcpu: where threads wait off the CPU",
 		.count_name = "periods",
@@ -708,7 +630,7 @@ static void destroy(struct tracker *t)
 
 	pytargets_free(&o->targets);
 	stackagg_free(&o->profile);
-	pyframes_buf_free(&o->text);
+	pyframes_text_free(&o->text);
 	if (o->syms)
 		symbols_close(o->syms);
 }
