@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kbtf.h"
 #include "lathist.h"
 #include "log.h"
 #include "jsonfmt.h"
@@ -23,6 +22,7 @@
 #include "pytargets.h"
 #include "record.h"
 #include "monitor.h"
+#include "summary.h"
 #include "tracker.h"
 #include "utf8.h"
 
@@ -171,17 +171,8 @@ static int check(struct tracker *t)
 static int build_cflags(struct pygc *g)
 {
 	struct cflags *cf = &g->base.cflags;
-	struct kbtf *b = kbtf_open();
-	int r;
 
-	if (!b)
-		return -1;
-	r = pyebpf_bpf_cflags(b, cf, g->base.common);
-	/* the walker finds the thread's PyThreadState by its fsbase (python.bpf.h) */
-	if (!r && g->stack)
-		r = kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
-	kbtf_close(b);
-	if (r)
+	if (pytargets_cflags(cf, g->base.common, true, g->stack))
 		return -1;
 	if (g->generation >= 0)
 		cflags_add(cf, "-DGEN=%d", g->generation);
@@ -524,15 +515,12 @@ static void finish(struct tracker *t)
 		snprintf(title, sizeof(title), "generation %d", gen);
 		sink_result_titled(t->sink, &generation_schema, title, o);
 	}
-	o = json_object();
-	json_set_str(o, "metric", summary_schema.metric);
+	o = summary_begin(t, &summary_schema, counters);
 	json_set_int(o, "events", (json_int_t)g->events);
-	pyebpf_bpf_set_losses(o, t->prog);
-	pyebpf_bpf_set_counters(o, t->prog, counters);
 	if (g->stack)
 		json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
 	json_set_int(o, "stacks_other", (json_int_t)g->profile.other);
-	sink_summary(t->sink, &summary_schema, o);
+	summary_end(t, &summary_schema, o, 0);
 	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
 		.title = "pygc: GC pauses by the Python code that triggered them",
 		.count_name = "collections",

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kbtf.h"
 #include "log.h"
 #include "jsonfmt.h"
 #include "pyebpf_bpf.h"
@@ -29,6 +28,7 @@
 #include "record.h"
 #include "stackagg.h"
 #include "monitor.h"
+#include "summary.h"
 #include "tracker.h"
 
 extern const char pygil_bpf_text[];
@@ -145,7 +145,7 @@ static const struct field summary_fields[] = {
 	  .meaning = "waits or holding times of threads left out of a gil_thread table: it had 4096 threads" },
 	FIELD_LOST,
 	FIELD_MISSED,
-	{ .name = "processes", .type = FIELD_INT, .meaning = "target processes seen (with --children, children too)" },
+	FIELD_PROCESSES,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -264,18 +264,9 @@ static int check(struct tracker *t)
 static int build_cflags(struct pygil *g)
 {
 	struct cflags *cf = &g->base.cflags;
-	struct common_opts nofilter = *g->base.common;
-	struct kbtf *b = kbtf_open();
-	int r;
 
-	if (!b)
-		return -1;
-	nofilter.npids = 0; /* targets are the keys of gil_targets, not pid_filter */
-	r = pyebpf_bpf_cflags(b, cf, &nofilter);
-	if (!r && g->stacks)
-		r = kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
-	kbtf_close(b);
-	if (r)
+	/* targets are the keys of gil_targets, not pid_filter */
+	if (pytargets_cflags(cf, g->base.common, false, g->stacks))
 		return -1;
 	if (g->min_wait_ms > 0)
 		cflags_add(cf, "-DMIN_NS=%lluull", (unsigned long long)(g->min_wait_ms * 1e6 + 0.5));
@@ -640,13 +631,10 @@ static int start(struct tracker *t)
 		return -1;
 	}
 	configure_targets(g);
-	if (g->stacks && pytargets_set_walker(&g->targets, p))
+	if (pytargets_start(&g->targets, g->stacks ? p : NULL, g->children))
 		return -1;
-	g->targets.children = g->children;
-	if (g->children) {
-		pytargets_add_children(&g->targets);
+	if (g->children)
 		configure_targets(g);
-	}
 	/* woken per 16 records, read every poll: the holder samples want a tick about every 5 ms */
 	t->poll_ms = SAMPLE_MS;
 	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 16) || pyhooks_attach(g->hooks, p) ||
@@ -658,7 +646,6 @@ static int start(struct tracker *t)
 	g->interval_start_ns = g->last_sample_ns = g->next_sample_ns = time_mono_ns();
 	g->next_sweep_ns = g->interval_start_ns + SWEEP_MS * 1000000ull;
 	g->jitter = (uint32_t)g->last_sample_ns | 1;
-	g->targets.next_children_ns = g->targets.next_exits_ns = g->interval_start_ns + 1000000000ull;
 	return 0;
 }
 
@@ -681,18 +668,15 @@ static int tick(struct tracker *t, uint64_t now_ns)
 static void finish(struct tracker *t)
 {
 	struct pygil *g = (struct pygil *)t;
-	json_t *o = json_object();
+	json_t *o;
 
 	report(g, time_mono_ns());
-	json_set_str(o, "metric", summary_schema.metric);
+	o = summary_begin(t, &summary_schema, counters);
 	json_set_int(o, "events", (json_int_t)g->events);
-	pyebpf_bpf_set_counters(o, t->prog, counters);
 	json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
 	json_set_int(o, "stacks_other", (json_int_t)(g->holders.other + g->profile.other));
 	json_set_int(o, "rows_untabled", (json_int_t)g->rows_untabled);
-	pyebpf_bpf_set_losses(o, t->prog);
-	json_set_int(o, "processes", (json_int_t)g->targets.added);
-	sink_summary(t->sink, &summary_schema, o);
+	summary_end(t, &summary_schema, o, g->targets.added);
 	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
 		.title = "pygil: the Python code holding the GIL while others waited",
 		.count_name = "waits",

@@ -24,6 +24,7 @@
 #include "sockdiag.h"
 #include "record.h"
 #include "monitor.h"
+#include "summary.h"
 #include "tracker.h"
 
 extern const char pyhandoff_bpf_text[];
@@ -543,15 +544,12 @@ static void finish(struct tracker *t)
 			 "that; run again with --children", h->master);
 	else if (!procs)
 		log_info("no accept or handoff seen in the traced processes");
-	sum = json_object();
-	json_set_str(sum, "metric", summary_schema.metric);
+	sum = summary_begin(t, &summary_schema, counters);
 	json_set_int(sum, "events", (json_int_t)h->events);
 	json_set_int(sum, "printed", (json_int_t)h->printed);
 	json_set_int(sum, "client_closes", (json_int_t)h->closes);
 	json_set_int(sum, "waits_untabled", (json_int_t)h->untabled);
-	pyebpf_bpf_set_losses(sum, t->prog);
-	pyebpf_bpf_set_counters(sum, t->prog, counters);
-	sink_summary(t->sink, &summary_schema, sum);
+	summary_end(t, &summary_schema, sum, 0);
 }
 
 static void destroy(struct tracker *t)

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kbtf.h"
 #include "log.h"
 #include "jsonfmt.h"
 #include "pyebpf_bpf.h"
@@ -25,6 +24,7 @@
 #include "stackagg.h"
 #include "topview.h"
 #include "monitor.h"
+#include "summary.h"
 #include "tracker.h"
 
 extern const char pystack_bpf_text[];
@@ -261,17 +261,9 @@ static int check(struct tracker *t)
 static int prepare(struct tracker *t)
 {
 	struct pystack *ps = (struct pystack *)t;
-	struct common_opts nofilter = *t->common;
-	struct kbtf *b = kbtf_open();
-	int r;
 
-	if (!b)
-		return -1;
-	nofilter.npids = 0; /* targets are the keys of py_config, not pid_filter */
-	r = pyebpf_bpf_cflags(b, &t->cflags, &nofilter) ||
-	    kbtf_offset_cflag(b, &t->cflags, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
-	kbtf_close(b);
-	if (r)
+	/* targets are the keys of py_config, not pid_filter */
+	if (pytargets_cflags(&t->cflags, t->common, false, true))
 		return -1;
 	cflags_add(&t->cflags, "-DPY_MAX_DEPTH=%lu", ps->max_depth);
 	t->text = pystack_bpf_text;
@@ -508,11 +500,8 @@ static int start(struct tracker *t)
 	struct pystack *ps = (struct pystack *)t;
 	struct bpfprog *p = t->prog;
 
-	if (pytargets_set_walker(&ps->targets, p))
+	if (pytargets_start(&ps->targets, p, ps->children))
 		return -1;
-	ps->targets.children = ps->children;
-	if (ps->children)
-		pytargets_add_children(&ps->targets);
 	if (ps->targets.all)
 		snprintf(t->banner, sizeof(t->banner),
 			 "Sampling every CPython process (%d now, and new ones) at %lu Hz.",
@@ -526,7 +515,6 @@ static int start(struct tracker *t)
 		if (!ps->top_tty && !ps->interval_s)
 			ps->interval_s = 1; /* not a terminal: the table every second */
 	}
-	ps->targets.next_children_ns = ps->targets.next_exits_ns = ps->last_report_ns + 1000000000ull;
 	/*
 	 * Woken once per 64 samples, read every 100 ms. A wakeup per sample made the
 	 * scheduler switch tasks at sample instants: samples then went to whoever ran just
@@ -663,7 +651,7 @@ static int tick(struct tracker *t, uint64_t now_ns)
 static void finish(struct tracker *t)
 {
 	struct pystack *ps = (struct pystack *)t;
-	json_t *sum = json_object();
+	json_t *sum;
 	const struct profile_meta meta = {
 		.title = "pystack: where CPU time goes in Python",
 		.count_name = "samples",
@@ -675,8 +663,7 @@ static void finish(struct tracker *t)
 	topview_close();
 	report(ps);
 	t->failed |= profile_write(&ps->out, &ps->profile, &meta) != 0;
-	json_set_str(sum, "metric", summary_schema.metric);
-	pyebpf_bpf_set_counters(sum, t->prog, counters);
+	sum = summary_begin(t, &summary_schema, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);
 	json_set_int(sum, "stacks_other", (json_int_t)(ps->agg.other + ps->profile.other));
 	json_set_int(sum, "task_samples", (json_int_t)ps->task_samples);
@@ -684,9 +671,7 @@ static void finish(struct tracker *t)
 		if (ps->targets.v[i].py)
 			ps->torn_reads += pytasks_torn(ps->targets.v[i].py);
 	json_set_int(sum, "torn_reads", (json_int_t)ps->torn_reads);
-	pyebpf_bpf_set_losses(sum, t->prog);
-	json_set_int(sum, "processes", (json_int_t)ps->targets.added_python);
-	sink_summary(t->sink, &summary_schema, sum);
+	summary_end(t, &summary_schema, sum, ps->targets.added_python);
 }
 
 static void destroy(struct tracker *t)

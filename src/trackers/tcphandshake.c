@@ -17,6 +17,7 @@
 #include "record.h"
 #include "tcphandshake.h"
 #include "monitor.h"
+#include "summary.h"
 #include "tracker.h"
 
 extern const char tcphandshake_bpf_text[];
@@ -243,14 +244,12 @@ static void report_unaccepted(struct tcphandshake *h)
 static void finish(struct tracker *t)
 {
 	struct tcphandshake *h = (struct tcphandshake *)t;
-	json_t *sum = json_object();
+	json_t *sum;
 
 	report_unaccepted(h);
-	json_set_str(sum, "metric", summary_schema.metric);
+	sum = summary_begin(t, &summary_schema, counters);
 	json_set_int(sum, "events", (json_int_t)h->events);
-	pyebpf_bpf_set_losses(sum, t->prog);
-	pyebpf_bpf_set_counters(sum, t->prog, counters);
-	sink_summary(t->sink, &summary_schema, sum);
+	summary_end(t, &summary_schema, sum, 0);
 }
 
 static void destroy(struct tracker *t)

@@ -20,6 +20,7 @@
 #include "tcploss.h"
 #include "tpformat.h"
 #include "monitor.h"
+#include "summary.h"
 #include "tracker.h"
 
 extern const char tcploss_bpf_text[];
@@ -502,13 +503,10 @@ static void finish(struct tracker *t)
 		prev = &key;
 		open++;
 	}
-	sum = json_object();
-	json_set_str(sum, "metric", summary_schema.metric);
+	sum = summary_begin(t, &summary_schema, retrans_counters);
 	json_set_int(sum, "events", (json_int_t)l->events);
-	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "retransmits", (json_int_t)l->by_kind[TCPLOSS_RETRANSMIT]);
 	json_set_int(sum, "retransmit_segments", (json_int_t)l->segments);
-	pyebpf_bpf_set_counters(sum, t->prog, retrans_counters);
 	json_set_int(sum, "losses", (json_int_t)l->by_kind[TCPLOSS_LOSS]);
 	json_set_int(sum, "resets_sent", (json_int_t)l->by_kind[TCPLOSS_RESET_SENT]);
 	json_set_int(sum, "resets_received", (json_int_t)l->by_kind[TCPLOSS_RESET_RECEIVED]);
@@ -516,7 +514,7 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "zero_windows_open", open);
 	json_set_int(sum, "unowned", (json_int_t)l->unowned);
 	pyebpf_bpf_set_counters(sum, t->prog, map_counters);
-	sink_summary(t->sink, &summary_schema, sum);
+	summary_end(t, &summary_schema, sum, 0);
 }
 
 static void destroy(struct tracker *t)
