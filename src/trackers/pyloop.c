@@ -116,6 +116,7 @@ static const struct field summary_fields[] = {
 	FIELD_METRIC,
 	PYLOOP_COUNTERS(PYEBPF_COUNTER_FIELD)
 	{ .name = "unresolved_frames", .type = FIELD_INT, .meaning = "Python frames whose code object could not be read in user space" },
+	FIELD_STACKS_OTHER,
 	FIELD_LOST,
 	FIELD_MISSED,
 	FIELD_PROCESSES,
@@ -182,7 +183,9 @@ static void init(struct tracker *t)
 	pytargets_init(&o->targets, MAX_TARGETS);
 	o->targets.announce = true;
 	stackagg_init(&o->profile);
+	stackagg_limit(&o->profile, STACKAGG_MAX_STACKS);
 	stackagg_init(&o->folded_agg);
+	stackagg_limit(&o->folded_agg, STACKAGG_MAX_STACKS);
 	for (int i = 0; i < MAX_PENDING; i++)
 		stackagg_init(&o->pending[i].samples);
 }
@@ -754,6 +757,7 @@ static void finish(struct tracker *t)
 	nthreads = print_threads(o, !o->folded);
 	sum = summary_begin(t, &summary_schema, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)o->text.unresolved);
+	json_set_int(sum, "stacks_other", (json_int_t)(o->profile.other + o->folded_agg.other));
 	json_set_int(sum, "loop_threads", (json_int_t)nthreads);
 	summary_end(t, &summary_schema, sum, o->targets.added);
 	t->failed |= 0 != profile_write(&o->out, &o->profile, &(const struct profile_meta){

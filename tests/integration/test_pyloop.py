@@ -409,6 +409,44 @@ def test_folded_and_svg_weigh_stacks_by_stall_time(targets, run_tool, tmp_path):
     assert text.startswith("<?xml") and "blocking_call" in text
 
 
+def test_stall_stacks_past_the_limit_count_as_other(targets, run_tool, tmp_path):
+    """More distinct stall stacks than a run keeps (20000, as every tracker's stack
+    tables): -f's table and -o's keep 20000 each and count the rest under "[other]",
+    stacks_other says how many, and no stall time is lost: the folded weights still add
+    up to the stalls' time as the target measured it. Each 12 ms stall runs lines no
+    earlier stall ran, sampled at 10 kHz: up to 64 new stacks a stall."""
+    if not os.path.exists(DEBIAN):
+        pytest.skip("Debian's python3.11 is not installed")
+    p = targets.start([DEBIAN, STALLS, "asyncio", "spread:500", "5"])
+    prof = tmp_path / "stalls.folded"
+    t = run_tool("pyloop", "-p", str(p.pid), "--min-ms", "10", "-F", "10000", "-f", "-o", str(prof),
+                 json_mode=False)
+    t0 = time.time()
+    truth = []
+    deadline = t0 + 90
+    while time.time() < deadline and len([x for x in truth if x["wall"] > t0]) < 420:
+        time.sleep(0.5)
+        truth += truth_lines(p)
+    t1 = time.time()
+    t.stop()
+    truth += truth_lines(p)
+    assert t.returncode == 0, t.stderr
+    lines = [l.rsplit(" ", 1) for l in t.stdout.splitlines() if l.strip()]
+    other = int(re.search(r"stacks_other=(\d+)", t.stderr).group(1))
+    keys = [k for k, _ in lines]
+    assert len(keys) == len(set(keys)) and len(keys) <= 20001, len(keys)
+    assert "[other]" in keys and len(keys) >= 20000, (len(keys), t.stderr)
+    # both tables saw the same stacks in the same order: each counted the same ones
+    assert other > 0 and other % 2 == 0, t.stderr
+    assert sorted(prof.read_text().split("\n")) == sorted(t.stdout.split("\n")), "-o and -f differ"
+    total_us = sum(int(n) for _, n in lines)
+    # the stalls that lay inside the run, as the target timed its busy calls (the
+    # iteration is a little longer: the loop's own work around the callback)
+    inside = [x["seconds"] for x in truth if t0 + 0.05 < x["wall"] and x["wall"] + x["seconds"] < t1 - 0.05]
+    assert len(inside) >= 400, len(inside)
+    assert 0.98 * sum(inside) * 1e6 <= total_us <= 1.08 * sum(inside) * 1e6 + 30000, (total_us, sum(inside))
+
+
 def test_usage_errors():
     for args in (["-p", "1", "--min-ms", "0"], ["-p", "1", "-F", "0"], ["-p", "1", "-f", "-j"],
                  ["-p", "1", "--no-stacks", "-f"], []):

@@ -8,7 +8,9 @@ written out here, no asyncio). PATTERN: comma-separated stalls done in turn, for
 GAP_MS apart (default 400): sleep:MS (time.sleep in a callback: off the CPU),
 cpu:MS (a busy loop in a callback: on the CPU), burst:N (N loop iterations of no
 work at each SIGUSR1; the loop has no timer meanwhile, so it blocks in its poller),
-none (no stall; the loop only ticks every GAP_MS).
+none (no stall; the loop only ticks every GAP_MS), spread:N (a 12 ms busy callback
+that runs 120 lines, 100 us each, of a function no earlier one ran, N functions
+made at the start and then used again: every sample of it a new stack).
 
 Prints "ready" once the loop runs; then, per stall, one JSON line with the kind, the
 wanted ms, time.time() when the blocking call began and its length in seconds
@@ -37,10 +39,25 @@ def cpu_work(seconds):
     return n
 
 
-def stall(kind, ms):
+SPREAD_LINES = 120
+SPREAD = []
+
+
+def make_spread(n):
+    """n functions of SPREAD_LINES lines, each line busy for 100 us: a line is a frame of its own."""
+    body = "".join("    e = t() + 0.0001\n    while t() < e: pass\n" for _ in range(SPREAD_LINES))
+    code = "".join("def spread_%d(t):\n%s" % (i, body) for i in range(n))
+    names = {}
+    exec(compile(code, "<spread>", "exec"), names)
+    SPREAD.extend(names["spread_%d" % i] for i in range(n))
+
+
+def stall(kind, ms, nth=0):
     w0, t0 = time.time(), time.monotonic()
     if kind == "sleep":
         blocking_call(ms / 1000.0)
+    elif kind == "spread":
+        SPREAD[nth % len(SPREAD)](time.monotonic)
     else:
         cpu_work(ms / 1000.0)
     t1 = time.monotonic()
@@ -78,10 +95,12 @@ def run_asyncio(steps, gap, use_uvloop):
         while True:
             kind, n = steps[i % len(steps)]
             i += 1
-            if kind in ("sleep", "cpu", "none"):
+            if kind in ("sleep", "cpu", "none", "spread"):
                 await asyncio.sleep(gap)
             if kind in ("sleep", "cpu"):
                 stall(kind, n)
+            elif kind == "spread":
+                stall(kind, n, i)
             elif kind == "burst":
                 # no timer while waiting: the loop blocks in its poller until the signal
                 await burst.wait()
@@ -122,6 +141,9 @@ def main():
     logging.basicConfig(format="%(created).6f %(message)s")
     loop = sys.argv[1]
     steps = parse(sys.argv[2])
+    for kind, n in steps:
+        if kind == "spread" and not SPREAD:
+            make_spread(n)
     gap = (int(sys.argv[3]) if len(sys.argv) > 3 else 400) / 1000.0
     delay = float(os.environ.get("PYLOOP_TARGET_DELAY", "0"))
     if delay:
