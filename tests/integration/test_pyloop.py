@@ -205,22 +205,26 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def fastapi_app(targets):
-    if not os.path.exists(DEBIAN):
-        pytest.skip("Debian's python3.11 is not installed")
-    if run([DEBIAN, "-c", "import fastapi, uvicorn"], check=False).returncode:
-        pytest.skip("python3-fastapi and python3-uvicorn are not installed")
+DEBIAN_PACKAGES = "/usr/lib/python3/dist-packages"
+
+
+def importing(pythons, modules):
+    """{name: (argv, env)} of the supported interpreters that import modules: Debian's
+    python3.11 from its packages, the others with Debian's dist-packages on PYTHONPATH
+    (pure-Python packages may work there; compiled ones are built for 3.11 only)."""
+    out = {}
+    for name, cmd in supported(pythons).items():
+        env = dict(os.environ)
+        if not name.startswith("debian-"):
+            env["PYTHONPATH"] = DEBIAN_PACKAGES
+        if run(cmd + ["-c", "import " + modules], check=False, env=env).returncode == 0:
+            out[name] = (cmd, env)
+    return out
+
+
+def check_fastapi(cmd, env, targets, run_tool):
     port = free_port()
-    p = targets.start([DEBIAN, FASTAPI, str(port)])
-    return p, port
-
-
-def test_fastapi_blocking_and_cpu_endpoints(fastapi_app, run_tool):
-    """FastAPI under uvicorn: /block (time.sleep in async def) is an off-CPU stall whose
-    blocking stack ends on the sleep's line; /cpu an on-CPU stall in render_report;
-    /good requests alone make no stall (uvicorn's idle ticks are iterations)."""
-    p, port = fastapi_app
+    p = targets.start(cmd + [FASTAPI, str(port)], env=env)
     t = run_tool("pyloop", "-p", str(p.pid))
     time.sleep(1.5)
     for _ in range(10):
@@ -252,6 +256,23 @@ def test_fastapi_blocking_and_cpu_endpoints(fastapi_app, run_tool):
     assert row["stalls"] == 4 and row["iterations"] > 20, row
 
 
+def test_fastapi_blocking_and_cpu_endpoints(pythons, targets, run_tool):
+    """FastAPI under uvicorn: /block (time.sleep in async def) is an off-CPU stall whose
+    blocking stack ends on the sleep's line; /cpu an on-CPU stall in render_report;
+    /good requests alone make no stall (uvicorn's idle ticks are iterations). On every
+    interpreter that imports Debian's fastapi and uvicorn: Debian's and pyenv's 3.11 and
+    pyenv's 3.10 (fastapi 0.92 with pydantic 1.10: 3.8 and 3.9 fail on its X | Y
+    annotations, 3.12 and later on pydantic 1.10's use of typing)."""
+    found = importing(pythons, "fastapi, uvicorn")
+    if not found:
+        pytest.skip("python3-fastapi and python3-uvicorn are not installed")
+    for name, (cmd, env) in found.items():
+        try:
+            check_fastapi(cmd, env, targets, run_tool)
+        except AssertionError as e:
+            raise AssertionError("%s: %s" % (name, e)) from e
+
+
 def same_stalls_as_the_target_says(t, p, window):
     truth = [x for x in truth_lines(p) if "kind" in x]
     stalls = stalls_of(t, p.pid)
@@ -268,21 +289,27 @@ def same_stalls_as_the_target_says(t, p, window):
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "selectors"])
-def test_uvloop_and_selectors_loops(loop, targets, run_tool):
+def test_uvloop_and_selectors_loops(loop, pythons, targets, run_tool):
     """uvloop (libuv's epoll) and a selectors loop written out: the stalls the target
-    timed itself, each once, of the same length, with the blocking function."""
-    if not os.path.exists(DEBIAN):
-        pytest.skip("Debian's python3.11 is not installed")
-    if loop == "uvloop" and run([DEBIAN, "-c", "import uvloop"], check=False).returncode:
-        pytest.skip("python3-uvloop is not installed")
-    p = targets.start([DEBIAN, STALLS, loop, "sleep:150,cpu:120", "300"])
-    t = run_tool("pyloop", "-p", str(p.pid))
+    timed itself, each once, of the same length, with the blocking function. The
+    selectors loop on every supported interpreter; uvloop where Debian's imports (it is
+    built for 3.11: Debian's and pyenv's), all traced by one pyloop."""
+    found = importing(pythons, "uvloop" if loop == "uvloop" else "selectors")
+    if not found:
+        pytest.skip("python3-uvloop is not installed" if loop == "uvloop" else "no supported interpreter")
+    procs = {name: targets.start(cmd + [STALLS, loop, "sleep:150,cpu:120", "300"], env=env)
+             for name, (cmd, env) in found.items()}
+    t = run_tool("pyloop", *[a for p in procs.values() for a in ("-p", str(p.pid))])
     start = time.time()
     time.sleep(4)
     window = (start, time.time())
     t.stop()
     assert t.returncode == 0, t.stderr
-    same_stalls_as_the_target_says(t, p, window)
+    for name, p in procs.items():
+        try:
+            same_stalls_as_the_target_says(t, p, window)
+        except AssertionError as e:
+            raise AssertionError("%s: %s" % (name, e)) from e
 
 
 def test_iterations_equal_an_independent_count_of_epoll_wait(targets, run_tool):
