@@ -40,7 +40,7 @@ static __always_inline bool emit_event(void *ctx, void *ev, u32 size)
 }
 
 /* -p: the processes userspace put in pid_filter (-DFILTER_PIDS when there are any). */
-BPF_HASH(pid_filter, u32, u8, 64);
+BPF_HASH(pid_filter, u32, u8, 1024);
 
 static __always_inline bool pid_wanted(u32 tgid)
 {

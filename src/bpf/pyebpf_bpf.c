@@ -46,12 +46,17 @@ int pyebpf_bpf_offsets_cflags(struct cflags *cf, const struct common_opts *c,
 
 int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c)
 {
+	return pyebpf_bpf_set_pid_list(p, c->pids, c->npids);
+}
+
+int pyebpf_bpf_set_pid_list(struct bpfprog *p, const pid_t *pids, int n)
+{
 	int fd = bpfprog_table_fd(p, "pid_filter");
 	unsigned char one = 1;
 
-	for (int i = 0; i < c->npids; i++) {
-		__u32 pid = (__u32)c->pids[i];
-		if (fd < 0 || bpf_update_elem(fd, &pid, &one, 0)) {
+	for (int i = 0; i < n; i++) {
+		__u32 pid = (__u32)pids[i];
+		if (pid && (fd < 0 || bpf_update_elem(fd, &pid, &one, 0))) {
 			log_error("cannot set the pid filter: %s", strerror(errno));
 			return -1;
 		}

@@ -18,6 +18,8 @@ int pyebpf_bpf_offsets_cflags(struct cflags *cf, const struct common_opts *c,
 			      const struct kbtf_offset *offs);
 /* Puts the -p pids into pid_filter. -1 after an error. */
 int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c);
+/* The same with n pids of a list (0: none, left out). */
+int pyebpf_bpf_set_pid_list(struct bpfprog *p, const pid_t *pids, int n);
 
 /* "lost" (emit_event's count, or the perf buffers') and "missed" (kernel skips) of p. */
 void pyebpf_bpf_set_losses(json_t *o, struct bpfprog *p);

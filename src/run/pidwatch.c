@@ -1,15 +1,28 @@
 #include "pidwatch.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "log.h"
 #include "procinfo.h"
+#include "pytargets.h"
 
-void pidwatch_init(struct pidwatch *w, const pid_t *pids, int npids)
+int pidwatch_init(struct pidwatch *w, const pid_t *pids, int npids)
 {
 	memset(w, 0, sizeof(*w));
-	w->npids = w->nalive = npids < MAX_PIDS ? npids : MAX_PIDS;
-	memcpy(w->pids, pids, (size_t)w->npids * sizeof(*pids));
+	for (int i = 0; i < npids && i < MAX_PIDS; i++) {
+		char why[64];
+
+		if (procinfo_exists(pids[i])) {
+			w->pids[w->npids++] = pids[i];
+			continue;
+		}
+		snprintf(why, sizeof(why), "no process with pid %d", pids[i]);
+		pytargets_say_skipped(pids[i], why);
+		w->skipped++;
+	}
+	w->nalive = w->npids;
+	return w->npids;
 }
 
 bool pidwatch_all_gone(struct pidwatch *w, uint64_t now_ns)
@@ -22,6 +35,7 @@ bool pidwatch_all_gone(struct pidwatch *w, uint64_t now_ns)
 			log_warn("target pid %d exited", w->pids[i]);
 			w->pids[i] = 0;
 			w->nalive--;
+			w->exits++;
 		}
 	}
 	return w->nalive == 0;

@@ -11,10 +11,17 @@
 struct pidwatch {
 	pid_t pids[MAX_PIDS]; /* 0 once gone */
 	int npids, nalive;
+	unsigned long long skipped; /* pids that were gone at the start (skipped_targets) */
+	unsigned long long exits;   /* pids that exited since (exited_targets) */
 	uint64_t next_check_ns;
 };
 
-void pidwatch_init(struct pidwatch *w, const pid_t *pids, int npids);
+/*
+ * The pids that are there: one that is gone is skipped with one warning
+ * (pytargets_say_skipped) and counted. How many are watched (0 with pids given: none
+ * is left to trace).
+ */
+int pidwatch_init(struct pidwatch *w, const pid_t *pids, int npids);
 /*
  * Looks at the processes (at most every 200 ms: /proc reads are not free), says on
  * stderr which exited, and returns true when every watched process is gone (never

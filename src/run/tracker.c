@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "log.h"
+
 struct tracker *tracker_new(const struct tracker_ops *ops, const struct common_opts *common)
 {
 	struct tracker *t = calloc(1, ops->size);
@@ -68,4 +70,10 @@ void tracker_free(struct tracker *t)
 		t->ops->bpf->close(t->prog);
 	cflags_free(&t->cflags);
 	free(t);
+}
+
+int tracker_no_targets(const struct tracker *t)
+{
+	log_error("%s: no -p pid is left to trace", t->ops->name);
+	return -1;
 }

@@ -120,6 +120,7 @@ static const struct field summary_fields[] = {
 	FIELD_LOST,
 	FIELD_MISSED,
 	{ .name = "processes", .type = FIELD_INT, .meaning = "target processes seen (with --children, children too)" },
+	FIELD_TARGETS,
 	{ .name = "loop_threads", .type = FIELD_INT, .meaning = "threads seen in a poller" },
 	{ .name = "tool_cpu_ms", .type = FIELD_REAL, .unit = "ms", .meaning = "CPU time of the tool itself while tracing (user + system, BPF programs not included)" },
 	FIELD_ENV,
@@ -166,7 +167,6 @@ struct pyloop {
 	struct stackagg profile;  /* -o: the run's stall stacks (self: stalls, total: ns) */
 	struct stackagg folded_agg; /* -f: since the last report */
 	struct pytargets targets;
-	unsigned long long synced;
 	struct pyframes_buf text;
 	struct pending pending[MAX_PENDING];
 	struct no_loop no_loop[MAX_TARGETS];
@@ -232,31 +232,6 @@ static int check(struct tracker *t)
 	return profile_check(&o->out);
 }
 
-/* A -p pid: a CPython gets its Python stacks; another process is traced all the same, said once. */
-static int add_target(struct pyloop *o, pid_t pid)
-{
-	struct pytarget *pt;
-
-	if (!procinfo_exists(pid)) {
-		log_error("no process with pid %d", pid);
-		return -1;
-	}
-	pt = pytargets_add(&o->targets, pid, true);
-	if (!pt) {
-		log_error("pid %d not traced", pid);
-		return -1;
-	}
-	if (pt->py)
-		return 0;
-	if (!o->no_stacks)
-		log_warn("pid %d is not a CPython this tool can read: its stalls have no Python stacks (-v says why)",
-			 pid);
-	pt->watched = true;
-	o->targets.watched++;
-	o->targets.alive++;
-	return 0;
-}
-
 /* Whether lathist puts each value where pyloop_fine_index() says (then BPF's counts go straight in). */
 static bool fine_index_is_lathist(void)
 {
@@ -312,25 +287,12 @@ static int prepare(struct tracker *t)
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = pyloop_bpf_text;
 	o->hist_direct = fine_index_is_lathist();
-	for (int i = 0; !t->common->print_ebpf && i < t->common->npids; i++)
-		if (add_target(o, t->common->pids[i]))
-			return -1;
+	o->targets.children = o->children;
+	if (!t->common->print_ebpf &&
+	    !pytargets_add_pids(&o->targets, t->common->pids, t->common->npids, PYTARGETS_ANY,
+				o->no_stacks ? NULL : "its stalls have no Python stacks"))
+		return tracker_no_targets(t);
 	return 0;
-}
-
-static void sync_targets(struct pyloop *o)
-{
-	int fd = bpfprog_table_fd(o->base.prog, "target_pids");
-	unsigned char one = 1;
-
-	if (fd < 0 || o->synced == o->targets.added)
-		return;
-	o->synced = o->targets.added;
-	for (int i = 0; i < o->targets.n; i++) {
-		__u32 pid = (__u32)o->targets.v[i].pid;
-		if (!o->targets.v[i].exited && bpf_update_elem(fd, &pid, &one, BPF_ANY))
-			log_warn("cannot trace pid %d: %s", (int)pid, strerror(errno));
-	}
 }
 
 static double ms(__u64 ns)
@@ -585,10 +547,10 @@ static int start(struct tracker *t)
 
 	if (!o->no_stacks && pytargets_set_walker(&o->targets, p))
 		return -1;
-	o->targets.children = o->children;
+	if (pytargets_set_pid_map(&o->targets, p, "target_pids"))
+		return -1;
 	if (o->children)
 		pytargets_add_children(&o->targets);
-	sync_targets(o);
 	snprintf(t->banner, sizeof(t->banner), "Tracing the event loops of %d process%s (stalls of %lu ms or more).",
 		 o->targets.n, o->targets.n == 1 ? "" : "es", o->min_ms);
 	o->start_ns = o->last_report_ns = time_mono_ns();
@@ -789,7 +751,6 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pyloop *o = (struct pyloop *)t;
 
 	t->done = pytargets_refresh(&o->targets, now_ns);
-	sync_targets(o);
 	if (!t->done && now_ns >= o->next_no_loop_ns) {
 		o->next_no_loop_ns = now_ns + 1000000000ull;
 		check_no_loop(o);
@@ -829,6 +790,7 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "unresolved_frames", (json_int_t)o->unresolved_frames);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "processes", (json_int_t)o->targets.added);
+	record_set_targets(sum, o->targets.skipped, o->targets.exits);
 	json_set_int(sum, "loop_threads", (json_int_t)nthreads);
 	json_set_real(sum, "tool_cpu_ms", (double)cpu / 1000.0);
 	sink_summary(t->sink, &summary_schema, sum);

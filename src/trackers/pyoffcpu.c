@@ -130,6 +130,7 @@ static const struct field summary_fields[] = {
 	{ .name = "dropped", .type = FIELD_INT,
 	  .meaning = "records read but not decoded: they came faster than they could be (a storm)" },
 	{ .name = "processes", .type = FIELD_INT, .meaning = "target processes seen (with --children, children too)" },
+	FIELD_TARGETS,
 	{ .name = "threads", .type = FIELD_INT, .meaning = "target threads seen coming back on a CPU" },
 	{ .name = "tool_cpu_ms", .type = FIELD_REAL, .unit = "ms",
 	  .meaning = "CPU time of the tool itself while tracing (user + system, BPF programs not included)" },
@@ -153,7 +154,6 @@ struct pyoffcpu {
 	struct profile_out out;   /* -o: the folded table's sums of the whole run */
 	struct stackagg profile;  /* stack -> self: periods, total: nanoseconds off the CPU */
 	struct pytargets targets;
-	unsigned long long synced; /* targets.added when target_pids was last written */
 	struct symbols *syms;
 	struct pyframes_buf text;
 	unsigned long long unresolved_frames;
@@ -223,35 +223,6 @@ static int check(struct tracker *t)
 	return profile_check(&o->out);
 }
 
-/*
- * A -p pid: a CPython gets its Python stacks; another process is traced all the same
- * (kernel and user stacks), which is said once.
- */
-static int add_target(struct pyoffcpu *o, pid_t pid)
-{
-	struct pytarget *pt;
-
-	if (!procinfo_exists(pid)) {
-		log_error("no process with pid %d", pid);
-		return -1;
-	}
-	pt = pytargets_add(&o->targets, pid, true);
-	if (!pt) {
-		log_error("pid %d not traced", pid);
-		return -1;
-	}
-	if (pt->py)
-		return 0;
-	if (!o->no_py)
-		log_warn("pid %d is not a CPython this tool can read: its py_stack stays empty "
-			 "(kernel and user stacks are still taken; -v says why)", pid);
-	/* watched all the same (pytargets watches CPythons only): its exit is said and ends the run */
-	pt->watched = true;
-	o->targets.watched++;
-	o->targets.alive++;
-	return 0;
-}
-
 static int prepare(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
@@ -291,26 +262,12 @@ static int prepare(struct tracker *t)
 		cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	}
 	t->text = pyoffcpu_bpf_text;
-	for (int i = 0; !t->common->print_ebpf && i < t->common->npids; i++)
-		if (add_target(o, t->common->pids[i]))
-			return -1;
+	o->targets.children = o->children;
+	if (!t->common->print_ebpf &&
+	    !pytargets_add_pids(&o->targets, t->common->pids, t->common->npids, PYTARGETS_ANY,
+				o->no_py ? NULL : "its py_stack stays empty (kernel and user stacks are still taken)"))
+		return tracker_no_targets(t);
 	return 0;
-}
-
-/* Every target process into target_pids, when targets were added since the last time. */
-static void sync_targets(struct pyoffcpu *o)
-{
-	int fd = bpfprog_table_fd(o->base.prog, "target_pids");
-	unsigned char one = 1;
-
-	if (fd < 0 || o->synced == o->targets.added)
-		return;
-	o->synced = o->targets.added;
-	for (int i = 0; i < o->targets.n; i++) {
-		__u32 pid = (__u32)o->targets.v[i].pid;
-		if (!o->targets.v[i].exited && bpf_update_elem(fd, &pid, &one, BPF_ANY))
-			log_warn("cannot trace pid %d: %s", (int)pid, strerror(errno));
-	}
 }
 
 /* The frames of stack id (innermost first) into ips; how many (0 when it is gone or id < 0). */
@@ -486,10 +443,10 @@ static int start(struct tracker *t)
 	o->syms = symbols_open(0);
 	if (!o->syms || (!o->no_py && pytargets_set_walker(&o->targets, p)))
 		return -1;
-	o->targets.children = o->children;
+	if (pytargets_set_pid_map(&o->targets, p, "target_pids"))
+		return -1;
 	if (o->children)
 		pytargets_add_children(&o->targets);
-	sync_targets(o);
 	snprintf(t->banner, sizeof(t->banner), "Tracing off-CPU periods of %d process%s%s.",
 		 o->targets.n, o->targets.n == 1 ? "" : "es", o->folded ? " (folded)" : "");
 	o->last_report_ns = time_mono_ns();
@@ -644,7 +601,6 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
 	t->done = pytargets_refresh(&o->targets, now_ns);
-	sync_targets(o);
 	if (!t->done && o->interval_s && (double)(now_ns - o->last_report_ns) >= o->interval_s * 1e9) {
 		o->last_report_ns = now_ns;
 		if (o->folded || o->out.path)
@@ -689,6 +645,7 @@ static void finish(struct tracker *t)
 	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "dropped", (json_int_t)o->dropped);
 	json_set_int(sum, "processes", (json_int_t)o->targets.added);
+	record_set_targets(sum, o->targets.skipped, o->targets.exits);
 	json_set_int(sum, "threads", (json_int_t)nthreads);
 	json_set_real(sum, "tool_cpu_ms", (double)cpu / 1000.0);
 	sink_summary(t->sink, &summary_schema, sum);

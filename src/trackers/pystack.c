@@ -143,6 +143,7 @@ static const struct field summary_fields[] = {
 	FIELD_MISSED,
 	{ .name = "processes", .type = FIELD_INT,
 	  .meaning = "CPython processes sampled (with --children, children too)" },
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -277,9 +278,10 @@ static int prepare(struct tracker *t)
 	t->text = pystack_bpf_text;
 	if (t->common->print_ebpf)
 		return 0;
-	for (int i = 0; i < t->common->npids; i++)
-		if (pytargets_add_pid(&ps->targets, t->common->pids[i]))
-			return -1;
+	ps->targets.children = ps->children;
+	if (t->common->npids &&
+	    !pytargets_add_pids(&ps->targets, t->common->pids, t->common->npids, PYTARGETS_CPYTHON, NULL))
+		return tracker_no_targets(t);
 	if (t->common->npids == 0) {
 		/* every CPython of the host, now and (each second) the ones started later */
 		ps->targets.max = MAX_HOST_PROCESSES;
@@ -510,7 +512,6 @@ static int start(struct tracker *t)
 
 	if (pytargets_set_walker(&ps->targets, p))
 		return -1;
-	ps->targets.children = ps->children;
 	if (ps->children)
 		pytargets_add_children(&ps->targets);
 	if (ps->targets.all)
@@ -686,6 +687,7 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "torn_reads", (json_int_t)ps->torn_reads);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	json_set_int(sum, "processes", (json_int_t)ps->targets.added_python);
+	record_set_targets(sum, ps->targets.skipped, ps->targets.exits);
 	sink_summary(t->sink, &summary_schema, sum);
 }
 

@@ -68,6 +68,7 @@ static const struct field summary_fields[] = {
 	FIELD_LOST,
 	FIELD_MISSED,
 	TCPHS_COUNTERS(PYEBPF_COUNTER_FIELD)
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -141,6 +142,9 @@ static int prepare(struct tracker *t)
 	 */
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = tcphandshake_bpf_text;
+	if (!t->common->print_ebpf && t->common->npids &&
+	    !pidwatch_init(&h->targets, t->common->pids, t->common->npids))
+		return tracker_no_targets(t);
 	return 0;
 }
 
@@ -196,9 +200,8 @@ static int start(struct tracker *t)
 	struct tcphandshake *h = (struct tcphandshake *)t;
 	struct bpfprog *p = t->prog;
 
-	pidwatch_init(&h->targets, t->common->pids, t->common->npids);
 	snprintf(t->banner, sizeof(t->banner), "Tracing TCP handshakes.");
-	return pyebpf_bpf_set_pids(p, t->common) || bpfprog_open_ring_buffer(p, "events", on_event, h) ||
+	return pyebpf_bpf_set_pid_list(p, h->targets.pids, h->targets.npids) || bpfprog_open_ring_buffer(p, "events", on_event, h) ||
 	       bpfprog_attach_tracepoint(p, "sock", "inet_sock_set_state") ||
 	       bpfprog_attach_tracepoint(p, "tcp", "tcp_receive_reset") ||
 	       bpfprog_attach_tracepoint(p, "net", "netif_receive_skb") ||
@@ -250,6 +253,7 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "events", (json_int_t)h->events);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
+	record_set_targets(sum, h->targets.skipped, h->targets.exits);
 	sink_summary(t->sink, &summary_schema, sum);
 }
 

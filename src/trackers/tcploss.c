@@ -112,6 +112,7 @@ static const struct field summary_fields[] = {
 	{ .name = "zero_windows_open", .type = FIELD_INT, .meaning = "episodes still going on at the end" },
 	{ .name = "unowned", .type = FIELD_INT, .meaning = "events printed without an owner" },
 	TCPLOSS_MAP_COUNTERS(PYEBPF_COUNTER_FIELD)
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -227,6 +228,9 @@ static int prepare(struct tracker *t)
 			cflags_add(cf, "-DFILTER_IP%d=0x%xu", i, w[i]);
 	}
 	t->text = tcploss_bpf_text;
+	if (!t->common->print_ebpf && t->common->npids &&
+	    !pidwatch_init(&l->targets, t->common->pids, t->common->npids))
+		return tracker_no_targets(t);
 	return 0;
 }
 
@@ -456,7 +460,6 @@ static int start(struct tracker *t)
 	struct tcploss *l = (struct tcploss *)t;
 
 	tpformat_symbols("tcp", "tcp_send_reset", "reason", &l->rst_reasons);
-	pidwatch_init(&l->targets, t->common->pids, t->common->npids);
 	/*
 	 * A retransmit storm delivers tens of thousands of events a second: 1024 pages
 	 * (4 MiB) per CPU absorb bursts, the kernel wakes us once per 64 records (each
@@ -464,7 +467,7 @@ static int start(struct tracker *t)
 	 * poll_ms anyway), and stdout is written once per poll rather than per line.
 	 */
 	sink_batch(t->sink);
-	if (pyebpf_bpf_set_pids(t->prog, t->common) ||
+	if (pyebpf_bpf_set_pid_list(t->prog, l->targets.pids, l->targets.npids) ||
 	    bpfprog_open_perf_buffer(t->prog, "events", on_event, l, 1024, 64) || attach_all(t->prog))
 		return -1;
 	snprintf(t->banner, sizeof(t->banner), "Tracing TCP retransmits, losses, resets and zero windows.");
@@ -516,6 +519,7 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "zero_windows_open", open);
 	json_set_int(sum, "unowned", (json_int_t)l->unowned);
 	pyebpf_bpf_set_counters(sum, t->prog, map_counters);
+	record_set_targets(sum, l->targets.skipped, l->targets.exits);
 	sink_summary(t->sink, &summary_schema, sum);
 }
 
