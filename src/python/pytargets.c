@@ -132,12 +132,21 @@ static struct {
 
 void pytargets_say_skipped(pid_t pid, const char *why)
 {
+	char named[32];
+	const char *at;
+
 	for (int i = 0; i < skipped_said.n; i++)
 		if (skipped_said.v[i] == pid)
 			return;
 	if (skipped_said.n < (int)(sizeof(skipped_said.v) / sizeof(skipped_said.v[0])))
 		skipped_said.v[skipped_said.n++] = pid;
-	log_warn("%s: skipped", why);
+	/* "pid N" once, whoever wrote why */
+	snprintf(named, sizeof(named), "pid %d", pid);
+	at = strstr(why, named);
+	if (at && !isdigit((unsigned char)at[strlen(named)]))
+		log_warn("%s: skipped", why);
+	else
+		log_warn("pid %d: %s: skipped", pid, why);
 }
 
 /* One -p pid (pytargets_add_pids): true when it is a target now. */
