@@ -1,6 +1,7 @@
 #include "tracker.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -74,6 +75,10 @@ void tracker_free(struct tracker *t)
 
 int tracker_no_targets(const struct tracker *t)
 {
-	log_error("%s: no -p pid is left to trace", t->ops->name);
+	/* pymonitor runs several: the name says which one (a tool's own name is its prefix) */
+	if (strcmp(log_progname, t->ops->name))
+		log_error("%s: no -p pid is left to trace", t->ops->name);
+	else
+		log_error("no -p pid is left to trace");
 	return -1;
 }
