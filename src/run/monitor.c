@@ -274,7 +274,7 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 		OPT_ENTRY_PID,
 		{ OPT_ALL, 0, "all", NULL, "trace every process (instead of -p)" },
 		{ OPT_CHILDREN, 0, "children", NULL,
-		  "also trace the child processes of the -p pids (workers), and ones started later" },
+		  "also trace the -p pids' children (workers), also ones started later" },
 		{ OPT_ENABLE, 0, "enable", "LIST", "the trackers to run (words or a comma list; default: all)" },
 	};
 	static const struct opt tail[] = { OPT_ENTRIES_TRACKER_TAIL };
