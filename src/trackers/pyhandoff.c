@@ -550,7 +550,9 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "waits_untabled", (json_int_t)h->untabled);
 	pyebpf_bpf_set_losses(sum, t->prog);
 	pyebpf_bpf_set_counters(sum, t->prog, counters);
-	record_set_targets(sum, h->watch.skipped, h->watch.exits);
+	/* the -p pids, and the children the BPF program followed until their exit */
+	record_set_targets(sum, h->watch.skipped,
+			   h->watch.exits + bpfprog_table_sum_u64(t->prog, "counters", HANDOFF_CNT_CHILDREN_EXITED));
 	sink_summary(t->sink, &summary_schema, sum);
 }
 
