@@ -196,3 +196,51 @@ def test_small_tool_skips_a_bad_pid():
     assert "no process with pid %d: skipped" % gone.pid in r.stderr
     assert "pystack: no -p pid is left to trace" in r.stderr
     assert r.stdout == ""
+
+
+SPAWNS_LATER = r'''
+import subprocess, sys
+sys.stdin.readline()
+# the child takes over stdin and stdout: "ready PID", "go", "done", "exit"
+subprocess.run(sys.argv[1:])
+'''
+
+
+def test_pygc_children_started_later(run_tool, tmp_path):
+    """pygc -p PARENT --children: a child CPython started after pygc has each of its
+    collections (its gc.callbacks), the parent's are there too, nothing else is."""
+    import shutil
+    import tempfile
+    from test_pygc import WORKLOAD
+    d = tempfile.mkdtemp(prefix="pygc-children-")
+    out = os.path.join(d, "records.txt")
+    parent = subprocess.Popen([PYTHON, "-c", SPAWNS_LATER, PYTHON, WORKLOAD, out], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        tool = run_tool("pygc", "-p", str(parent.pid), "--children")
+        parent.stdin.write("spawn\n")
+        parent.stdin.flush()
+        child = int(parent.stdout.readline().split()[1])
+        time.sleep(1.5)  # found at the next scan for children (every second)
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline().strip() == "done"
+        w = Workload.__new__(Workload)
+        w.out = out
+        recs, stats = w.records()
+        parent.stdin.write("exit\n")
+        parent.stdin.flush()
+        parent.wait(timeout=30)
+        tool.proc.wait(timeout=30)  # its only -p target exited: it ends by itself
+        tool.stop()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        shutil.rmtree(d, ignore_errors=True)
+    assert tool.returncode == 0, tool.stderr
+    events = tool.events("gc_pause")
+    assert {e["pid"] for e in events} <= {parent.pid, child}
+    check_against_callbacks([e for e in events if e["pid"] == child], recs, stats)
+    s = tool.summary()
+    assert s["exited_targets"] == 2 and s["skipped_targets"] == 0, s
