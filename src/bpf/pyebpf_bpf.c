@@ -44,6 +44,31 @@ int pyebpf_bpf_offsets_cflags(struct cflags *cf, const struct common_opts *c,
 	return r;
 }
 
+int pyebpf_bpf_children_cflags(struct cflags *cf)
+{
+	static const struct kbtf_offset offs[] = {
+		{ "OFF_TASK_PID", "task_struct", "pid" },
+		{ "OFF_TASK_TGID", "task_struct", "tgid" },
+		{ NULL, NULL, NULL },
+	};
+	struct kbtf *b = kbtf_open();
+	int r;
+
+	if (!b)
+		return -1;
+	r = kbtf_offset_cflags(b, cf, offs);
+	kbtf_close(b);
+	if (!r)
+		cflags_add(cf, "-DPYEBPF_FOLLOW_CHILDREN");
+	return r;
+}
+
+int pyebpf_bpf_attach_children(struct bpfprog *p)
+{
+	return bpfprog_attach_raw_tracepoint(p, "raw_tracepoint__sched_process_fork", "sched_process_fork") ||
+	       bpfprog_attach_tracepoint(p, "sched", "sched_process_exit");
+}
+
 int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c)
 {
 	return pyebpf_bpf_set_pid_list(p, c->pids, c->npids);

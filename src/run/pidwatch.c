@@ -1,6 +1,9 @@
 #include "pidwatch.h"
 
+#include <bcc/libbpf.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -23,6 +26,27 @@ int pidwatch_init(struct pidwatch *w, const pid_t *pids, int npids)
 	}
 	w->nalive = w->npids;
 	return w->npids;
+}
+
+int pidwatch_follow_children(const struct pidwatch *w, struct bpfprog *p, const char *map, unsigned char value)
+{
+	enum { MAX = 4096 };
+	int fd = bpfprog_table_fd(p, map), n;
+	struct pychild *kids = malloc(MAX * sizeof(*kids));
+
+	if (fd < 0 || !kids) {
+		free(kids);
+		return -1;
+	}
+	n = pytargets_descendants(w->pids, w->npids, kids, MAX);
+	for (int i = 0; i < n; i++) {
+		__u32 pid = (__u32)kids[i].pid;
+		log_debug("following child %d of %d", kids[i].pid, kids[i].ppid);
+		if (bpf_update_elem(fd, &pid, &value, 0))
+			log_warn("cannot follow child %d of %d: %s", kids[i].pid, kids[i].ppid, strerror(errno));
+	}
+	free(kids);
+	return 0;
 }
 
 bool pidwatch_all_gone(struct pidwatch *w, uint64_t now_ns)

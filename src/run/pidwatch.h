@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bpfprog.h"
 #include "opts.h"
 
 struct pidwatch {
@@ -22,6 +23,11 @@ struct pidwatch {
  * is left to trace).
  */
 int pidwatch_init(struct pidwatch *w, const pid_t *pids, int npids);
+/*
+ * --children: the running descendants of the watched pids into the BPF hash map (u32
+ * pid -> u8 value) of p, which the program keeps from then on. 0, or -1 after an error.
+ */
+int pidwatch_follow_children(const struct pidwatch *w, struct bpfprog *p, const char *map, unsigned char value);
 /*
  * Looks at the processes (at most every 200 ms: /proc reads are not free), says on
  * stderr which exited, and returns true when every watched process is gone (never

@@ -262,30 +262,6 @@ static int prepare(struct tracker *t)
 	return 0;
 }
 
-/* --children: the running descendants of the -p pids go into the BPF "children" map. */
-static int follow_existing_children(struct bpfprog *p, const struct pidwatch *w)
-{
-	enum { MAX = 4096 };
-	int fd = bpfprog_table_fd(p, "children");
-	struct pychild *kids = malloc(MAX * sizeof(*kids));
-	unsigned char one = 1;
-	int n;
-
-	if (fd < 0 || !kids) {
-		free(kids);
-		return -1;
-	}
-	n = pytargets_descendants(w->pids, w->npids, kids, MAX);
-	for (int i = 0; i < n; i++) {
-		__u32 pid = (__u32)kids[i].pid;
-		log_debug("following child %d of %d", kids[i].pid, kids[i].ppid);
-		if (bpf_update_elem(fd, &pid, &one, 0))
-			log_warn("cannot follow child %d of %d: %s", kids[i].pid, kids[i].ppid, strerror(errno));
-	}
-	free(kids);
-	return 0;
-}
-
 static const char *path_name(unsigned path)
 {
 	switch (path) {
@@ -434,7 +410,7 @@ static int start(struct tracker *t)
 
 	snprintf(t->banner, sizeof(t->banner), "Tracing connection handoffs and accept-queue waits.");
 	return pyebpf_bpf_set_pid_list(p, h->watch.pids, h->watch.npids) ||
-	       (h->children && follow_existing_children(p, &h->watch)) ||
+	       (h->children && pidwatch_follow_children(&h->watch, p, "children", 1)) ||
 	       bpfprog_open_ring_buffer(p, "events", on_event, h) || attach_all(p, h->children);
 }
 

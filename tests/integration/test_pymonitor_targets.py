@@ -244,3 +244,45 @@ def test_pygc_children_started_later(run_tool, tmp_path):
     check_against_callbacks([e for e in events if e["pid"] == child], recs, stats)
     s = tool.summary()
     assert s["exited_targets"] == 2 and s["skipped_targets"] == 0, s
+
+
+def test_tcp_trackers_follow_children_started_later():
+    """pymonitor -p PARENT --children --enable tcp_connect tcp_accept tcp_loss: a child
+    started after the start makes N connections to itself; each is one tcp_connect and
+    one tcp_accept of the child (its own list of client ports), and its exit counts."""
+    import json
+    from conftest import TARGETS
+    parent = subprocess.Popen([PYTHON, "-c", SPAWNS_LATER, sys.executable,
+                               os.path.join(TARGETS, "tcp_connects.py"), "23", "4"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    mon = Tool("pymonitor", ["-p", str(parent.pid), "--children", "--enable", "tcp_connect", "tcp_accept",
+                             "tcp_loss"])
+    try:
+        mon.wait_ready()
+        parent.stdin.write("spawn\n")
+        parent.stdin.flush()
+        hello = json.loads(parent.stdout.readline())
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        result = json.loads(parent.stdout.readline())
+        parent.stdin.close()
+        parent.wait(timeout=30)
+        time.sleep(1)
+        mon.stop()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if mon.proc.poll() is None:
+            mon.proc.kill()
+    assert mon.returncode == 0, mon.stderr
+    child = hello["pid"]
+    for metric in ("tcp_connect", "tcp_accept"):
+        events = mon.events(metric)
+        assert {e["pid"] for e in events} == {child}, (metric, events[:3])
+        assert sorted(e["src_port"] for e in events) == sorted(result["client_ports"]), metric
+    for name in ("tcphandshake_summary", "tcploss_summary"):
+        s = [e for e in mon.events() if e["metric"] == name][0]
+        # the child and the parent
+        assert s["exited_targets"] == 2 and s["children_exited"] == 1, s
+        assert s["children_not_followed"] == 0 and s["skipped_targets"] == 0, s
