@@ -40,7 +40,7 @@ static __always_inline bool emit_event(void *ctx, void *ev, u32 size)
 }
 
 /* -p: the processes userspace put in pid_filter (-DFILTER_PIDS when there are any). */
-BPF_HASH(pid_filter, u32, u8, 64);
+BPF_HASH(pid_filter, u32, u8, 1024);
 
 static __always_inline bool pid_wanted(u32 tgid)
 {
@@ -151,5 +151,39 @@ static __always_inline u64 current_fd_sock(long fd)
 
 	return file ? file_sock(file) : 0;
 }
+
+#ifdef PYEBPF_FOLLOW_CHILDREN
+/*
+ * --children (-DPYEBPF_FOLLOW_CHILDREN, with OFF_TASK_PID and OFF_TASK_TGID from BTF, and
+ * the program's counter ids PYEBPF_CNT_CHILDREN_FULL and PYEBPF_CNT_CHILDREN_EXITED): a
+ * process that a wanted one forks is wanted too, in pid_filter with the value
+ * PYEBPF_PID_CHILD (the -p pids have 1), until it exits. User space puts the running
+ * descendants in at the start (pidwatch_follow_children).
+ */
+RAW_TRACEPOINT_PROBE(sched_process_fork)
+{
+	const void *child = (const void *)ctx->args[1];
+	u32 pid = read_u32(child + OFF_TASK_PID), tgid = read_u32(child + OFF_TASK_TGID);
+	u8 is_child = PYEBPF_PID_CHILD;
+
+	if (pid != tgid || !pid_wanted(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	if (pid_filter.update(&tgid, &is_child))
+		counter_add(PYEBPF_CNT_CHILDREN_FULL, 1);
+	return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exit)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u8 *v;
+
+	if (!args->group_dead || !(v = pid_filter.lookup(&tgid)) || *v != PYEBPF_PID_CHILD)
+		return 0;
+	pid_filter.delete(&tgid);
+	counter_add(PYEBPF_CNT_CHILDREN_EXITED, 1);
+	return 0;
+}
+#endif
 
 #endif

@@ -21,4 +21,7 @@ struct task_head {
  */
 #define PYEBPF_COUNTER_ID(id, name, meaning) id,
 
+/* pid_filter's value for a child followed with --children (the -p pids have 1; pyebpf.bpf.h). */
+#define PYEBPF_PID_CHILD 2
+
 #endif

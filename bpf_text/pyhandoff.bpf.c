@@ -326,8 +326,8 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (args->group_dead)
-		children.delete(&tgid);
+	if (args->group_dead && children.delete(&tgid) == 0)
+		counter_add(HANDOFF_CNT_CHILDREN_EXITED, 1);
 	return 0;
 }
 #endif

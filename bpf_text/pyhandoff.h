@@ -51,7 +51,8 @@ struct handoff_proc_counts {
 #define HANDOFF_COUNTERS(X)                                                                  \
 	X(HANDOFF_CNT_MAP_FULL, "map_full", "waits not followed because a tracking map was full") \
 	X(HANDOFF_CNT_CHILDREN_FULL, "children_not_followed",                                   \
-	  "--children: new child processes that could not be followed")
+	  "--children: new child processes that could not be followed")                          \
+	X(HANDOFF_CNT_CHILDREN_EXITED, "children_exited", "--children: followed children that exited")
 enum handoff_counter { HANDOFF_COUNTERS(PYEBPF_COUNTER_ID) HANDOFF_CNT_MAX };
 
 #endif

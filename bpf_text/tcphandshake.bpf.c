@@ -8,8 +8,11 @@
 // The build also checks the text with these options (src/bpf/bpfcheck.sh):
 // bpfcheck: -p {pid} --port 80 --min-us 5 -4
 // bpfcheck: -6
+// bpfcheck: -p {pid} --children
 #include "tcphandshake.h"
 #define PYEBPF_NCOUNTERS TCPHS_CNT_MAX
+#define PYEBPF_CNT_CHILDREN_FULL TCPHS_CNT_CHILDREN_FULL
+#define PYEBPF_CNT_CHILDREN_EXITED TCPHS_CNT_CHILDREN_EXITED
 #include "pyebpf.bpf.h"
 
 #define TCP_ESTABLISHED 1

@@ -16,7 +16,10 @@ enum tcphs_outcome {
 /* The program's counters (pyebpf.h): things that did not go as planned. */
 #define TCPHS_COUNTERS(X)                                                                       \
 	X(TCPHS_CNT_MAP_FULL, "map_full", "handshakes not followed because a tracking map was full") \
-	X(TCPHS_CNT_NO_SYN, "accepted_without_syn", "accepted connections whose first SYN was not seen")
+	X(TCPHS_CNT_NO_SYN, "accepted_without_syn", "accepted connections whose first SYN was not seen") \
+	X(TCPHS_CNT_CHILDREN_FULL, "children_not_followed",                                    \
+	  "--children: new child processes that could not be followed (the pid filter was full)") \
+	X(TCPHS_CNT_CHILDREN_EXITED, "children_exited", "--children: followed children that exited")
 enum tcphs_counter { TCPHS_COUNTERS(PYEBPF_COUNTER_ID) TCPHS_CNT_MAX };
 
 struct tcphs_event {

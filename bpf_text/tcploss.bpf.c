@@ -10,6 +10,7 @@
 // The build also checks the text with these options (src/bpf/bpfcheck.sh):
 // bpfcheck: -p {pid} --connections --port 80 --filter-ip 10.0.0.7
 // bpfcheck: --filter-ip ::1
+// bpfcheck: -p {pid} --children
 #ifdef HAVE_RST_REASON
 /*
  * libbcc 0.26 copies tcp_send_reset's "enum sk_rst_reason reason" field into the
@@ -20,6 +21,8 @@ enum sk_rst_reason { SK_RST_REASON_PLACEHOLDER = 0 };
 #endif
 #include "tcploss.h"
 #define PYEBPF_NCOUNTERS TCPLOSS_CNT_MAX
+#define PYEBPF_CNT_CHILDREN_FULL TCPLOSS_CNT_CHILDREN_FULL
+#define PYEBPF_CNT_CHILDREN_EXITED TCPLOSS_CNT_CHILDREN_EXITED
 #include "pyebpf.bpf.h"
 
 #define TCP_SYN_SENT 2

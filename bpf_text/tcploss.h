@@ -27,7 +27,10 @@ enum tcploss_kind {
 	  "retransmit attempts given up before sending: no event, in no kernel counter")          \
 	X(TCPLOSS_CNT_RETRANS_FAILED_SEGS, "retransmit_failed_segments", "their segments")
 #define TCPLOSS_MAP_COUNTERS(X) \
-	X(TCPLOSS_CNT_MAP_FULL, "map_full", "a tracking map was full: an episode or a connection was not followed")
+	X(TCPLOSS_CNT_MAP_FULL, "map_full", "a tracking map was full: an episode or a connection was not followed") \
+	X(TCPLOSS_CNT_CHILDREN_FULL, "children_not_followed",                                    \
+	  "--children: new child processes that could not be followed (the pid filter was full)") \
+	X(TCPLOSS_CNT_CHILDREN_EXITED, "children_exited", "--children: followed children that exited")
 #define TCPLOSS_COUNTERS(X) TCPLOSS_RETRANS_COUNTERS(X) TCPLOSS_MAP_COUNTERS(X)
 enum tcploss_counter { TCPLOSS_COUNTERS(PYEBPF_COUNTER_ID) TCPLOSS_CNT_MAX };
 

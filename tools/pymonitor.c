@@ -18,6 +18,7 @@ static const struct tool_doc doc = {
 	.summary = "Run the pyebpf trackers in one process, every event into ClickHouse or SQLite.",
 	.examples = "  pymonitor -p 4242 -e prod --clickhouse-url http://127.0.0.1:8123\n"
 		    "  pymonitor -p 4242 4243 -e prod --enable gc py_stack --sqlite /var/lib/pymonitor.db\n"
+		    "  pymonitor -p $(cat /run/gunicorn.pid) --children -e prod --sqlite /var/lib/pymonitor.db\n"
 		    "  pymonitor --all -e staging --enable tcp_connect,tcp_loss --sqlite /var/tmp/net.db -d 60\n",
 };
 

@@ -4,7 +4,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +75,6 @@ static int add_pids(struct common_opts *c, const char *arg)
 			return -1;
 		if (c->npids == MAX_PIDS)
 			return opts_usage_error("too many --pid values (at most %d)", MAX_PIDS);
-		if (kill((pid_t)pid, 0) && errno == ESRCH)
-			return opts_usage_error("no process with pid %lu", pid);
 		c->pids[c->npids++] = (pid_t)pid;
 		added++;
 	}

@@ -44,14 +44,44 @@ int pyebpf_bpf_offsets_cflags(struct cflags *cf, const struct common_opts *c,
 	return r;
 }
 
+int pyebpf_bpf_children_cflags(struct cflags *cf)
+{
+	static const struct kbtf_offset offs[] = {
+		{ "OFF_TASK_PID", "task_struct", "pid" },
+		{ "OFF_TASK_TGID", "task_struct", "tgid" },
+		{ NULL, NULL, NULL },
+	};
+	struct kbtf *b = kbtf_open();
+	int r;
+
+	if (!b)
+		return -1;
+	r = kbtf_offset_cflags(b, cf, offs);
+	kbtf_close(b);
+	if (!r)
+		cflags_add(cf, "-DPYEBPF_FOLLOW_CHILDREN");
+	return r;
+}
+
+int pyebpf_bpf_attach_children(struct bpfprog *p)
+{
+	return bpfprog_attach_raw_tracepoint(p, "raw_tracepoint__sched_process_fork", "sched_process_fork") ||
+	       bpfprog_attach_tracepoint(p, "sched", "sched_process_exit");
+}
+
 int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c)
+{
+	return pyebpf_bpf_set_pid_list(p, c->pids, c->npids);
+}
+
+int pyebpf_bpf_set_pid_list(struct bpfprog *p, const pid_t *pids, int n)
 {
 	int fd = bpfprog_table_fd(p, "pid_filter");
 	unsigned char one = 1;
 
-	for (int i = 0; i < c->npids; i++) {
-		__u32 pid = (__u32)c->pids[i];
-		if (fd < 0 || bpf_update_elem(fd, &pid, &one, 0)) {
+	for (int i = 0; i < n; i++) {
+		__u32 pid = (__u32)pids[i];
+		if (pid && (fd < 0 || bpf_update_elem(fd, &pid, &one, 0))) {
 			log_error("cannot set the pid filter: %s", strerror(errno));
 			return -1;
 		}

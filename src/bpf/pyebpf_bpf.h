@@ -16,8 +16,16 @@ int pyebpf_bpf_cflags(struct kbtf *b, struct cflags *cf, const struct common_opt
  */
 int pyebpf_bpf_offsets_cflags(struct cflags *cf, const struct common_opts *c,
 			      const struct kbtf_offset *offs);
+/*
+ * --children in pid_filter itself (pyebpf.bpf.h, PYEBPF_FOLLOW_CHILDREN): its -D option
+ * and BTF offsets; then, compiled, its fork and exit programs attached. -1 after an error.
+ */
+int pyebpf_bpf_children_cflags(struct cflags *cf);
+int pyebpf_bpf_attach_children(struct bpfprog *p);
 /* Puts the -p pids into pid_filter. -1 after an error. */
 int pyebpf_bpf_set_pids(struct bpfprog *p, const struct common_opts *c);
+/* The same with n pids of a list (0: none, left out). */
+int pyebpf_bpf_set_pid_list(struct bpfprog *p, const pid_t *pids, int n);
 
 /* "lost" (emit_event's count, or the perf buffers') and "missed" (kernel skips) of p. */
 void pyebpf_bpf_set_losses(json_t *o, struct bpfprog *p);

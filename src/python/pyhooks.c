@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <glob.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "log.h"
 #include "procinfo.h"
+#include "pytargets.h"
 #include "symbols.h"
 #include "usdt.h"
 
@@ -221,37 +223,6 @@ static bool keep(const struct pyhook_planner *p, struct pyproc *py)
 	return p->keep && p->keep(p->ctx, py);
 }
 
-int pyhooks_plan_pids(struct pyhook_plan *plan, const pid_t *pids, int npids,
-		      const struct pyhook_planner *p)
-{
-	for (int i = 0; i < npids; i++) {
-		struct pyproc_error err;
-		struct pyproc *py = pyproc_open(pids[i], &err);
-		char what[600], how[240] = "";
-		struct pyhook_target t;
-		bool kept;
-		int r;
-
-		if (!py) {
-			log_error("%s", err.msg);
-			return -1;
-		}
-		kept = keep(p, py);
-		pyproc_describe(py, false, what, sizeof(what));
-		t = (struct pyhook_target){ pyproc_module(py)->host_path, py, pids[i] };
-		r = plan_target(plan, p, &t, how, sizeof(how));
-		if (r > 0)
-			log_error("pid %d (%s) %s", pids[i], what, how);
-		else if (r == 0)
-			log_info("pid %d: %s: %s", pids[i], what, how);
-		if (!kept)
-			pyproc_close(py);
-		if (r)
-			return -1;
-	}
-	return 0;
-}
-
 struct file_id {
 	dev_t dev;
 	ino_t ino;
@@ -285,6 +256,76 @@ const char *pyhooks_every_process_path(const char *path, const char *host_path)
 	    own.st_ino == st.st_ino)
 		return path;
 	return host_path;
+}
+
+/* Skips -p pid (said once, pytargets_say_skipped), and closes py when the planner kept none. */
+static void skip_pid(pid_t pid, struct pyproc *py, bool kept, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void skip_pid(pid_t pid, struct pyproc *py, bool kept, const char *fmt, ...)
+{
+	char why[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	pytargets_say_skipped(pid, why);
+	if (py && !kept)
+		pyproc_close(py);
+}
+
+int pyhooks_plan_pids(struct pyhook_plan *plan, const pid_t *pids, int npids,
+		      const struct pyhook_planner *p)
+{
+	struct seen_files seen = { .n = 0 };
+	int planned = 0;
+
+	for (int i = 0; i < npids; i++) {
+		struct pyproc_error err;
+		struct pyproc *py = pyproc_open(pids[i], &err);
+		const struct pymodule *m;
+		char what[600], how[240] = "";
+		struct pyhook_target t;
+		struct stat st;
+		bool kept;
+		int r;
+
+		if (!py) {
+			skip_pid(pids[i], NULL, false, "%s", err.msg);
+			continue;
+		}
+		m = pyproc_module(py);
+		pyproc_describe(py, false, what, sizeof(what));
+		if (p->children && stat(m->host_path, &st) == 0 && seen_before(&seen, &st)) {
+			/* its binary's hooks, for every process running it, are planned already */
+			kept = keep(p, py);
+			log_info("pid %d: %s: as above", pids[i], what);
+			if (!kept)
+				pyproc_close(py);
+			planned++;
+			continue;
+		}
+		/* --children: the hooks go on the binary for every process, the BPF filter picks */
+		if (p->children)
+			t = (struct pyhook_target){ pyhooks_every_process_path(m->path, m->host_path), py, -1 };
+		else
+			t = (struct pyhook_target){ m->host_path, py, pids[i] };
+		r = plan_target(plan, p, &t, how, sizeof(how));
+		if (r < 0) {
+			pyproc_close(py);
+			return -1;
+		}
+		if (r > 0) {
+			skip_pid(pids[i], py, false, "pid %d (%s) %s", pids[i], what, how);
+			continue;
+		}
+		kept = keep(p, py);
+		log_info("pid %d: %s: %s", pids[i], what, how);
+		if (!kept)
+			pyproc_close(py);
+		planned++;
+	}
+	return planned;
 }
 
 /* One running CPython: plans its binary unless another process's plan covers it. 1: planned. */

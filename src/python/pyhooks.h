@@ -133,11 +133,18 @@ struct pyhook_planner {
 	void *ctx;
 	/* system-wide: plan each process by its pid instead of each binary once for all */
 	bool each_process;
+	/*
+	 * -p with --children: each binary once, for every process running it (pid -1;
+	 * the tracker's BPF filter picks the targets and their children)
+	 */
+	bool children;
 };
 
 /*
- * -p: every pid must be a CPython the planner can hook ("pid N: CPython 3.11.2 in
- * /usr/bin/python3.11: <how>" on stderr). 0, or -1 after an error message naming it.
+ * -p: each pid that is a CPython the planner can hook ("pid N: CPython 3.11.2 in
+ * /usr/bin/python3.11: <how>" on stderr); a pid that is gone, not CPython or not
+ * hookable is skipped with one warning (pytargets_say_skipped). How many pids were
+ * planned (0: none is left to trace), or -1 after an error message.
  */
 int pyhooks_plan_pids(struct pyhook_plan *plan, const pid_t *pids, int npids,
 		      const struct pyhook_planner *p);

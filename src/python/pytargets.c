@@ -22,6 +22,7 @@ void pytargets_init(struct pytargets *ts, int max)
 {
 	memset(ts, 0, sizeof(*ts));
 	ts->max = max;
+	ts->pid_map = ts->forget_map = -1;
 }
 
 void pytargets_init_named(struct pytargets *ts)
@@ -81,6 +82,16 @@ static bool configure(struct pytargets *ts, struct pytarget *t)
 	return false;
 }
 
+/* t into the set's pid map (when it has one). */
+static void map_pid(struct pytargets *ts, const struct pytarget *t)
+{
+	__u32 pid = (__u32)t->pid;
+	unsigned char one = 1;
+
+	if (ts->pid_map >= 0 && bpf_update_elem(ts->pid_map, &pid, &one, BPF_ANY))
+		log_warn("cannot trace pid %d: %s", t->pid, strerror(errno));
+}
+
 /* A new entry for pid whose CPython is py (may be NULL), or NULL when the set is full. */
 static struct pytarget *append(struct pytargets *ts, pid_t pid, struct pyproc *py, bool watched)
 {
@@ -100,7 +111,7 @@ static struct pytarget *append(struct pytargets *ts, pid_t pid, struct pyproc *p
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
 	t->py = py;
-	t->watched = watched && py;
+	t->watched = watched;
 	ts->alive += t->watched;
 	ts->watched += t->watched;
 	ts->added++;
@@ -111,27 +122,85 @@ static struct pytarget *append(struct pytargets *ts, pid_t pid, struct pyproc *p
 		log_info("pid %d: %s", pid, what);
 	}
 	configure(ts, t);
+	map_pid(ts, t);
 	return t;
 }
 
-int pytargets_add_pid(struct pytargets *ts, pid_t pid)
+/* The pids said skipped in this process (bounded: past it, a pid may be said again). */
+static struct {
+	pid_t v[256];
+	int n;
+} skipped_said;
+
+void pytargets_say_skipped(pid_t pid, const char *why)
+{
+	char named[32];
+	const char *at;
+
+	for (int i = 0; i < skipped_said.n; i++)
+		if (skipped_said.v[i] == pid)
+			return;
+	if (skipped_said.n < (int)(sizeof(skipped_said.v) / sizeof(skipped_said.v[0])))
+		skipped_said.v[skipped_said.n++] = pid;
+	/* "pid N" once, whoever wrote why */
+	snprintf(named, sizeof(named), "pid %d", pid);
+	at = strstr(why, named);
+	if (at && !isdigit((unsigned char)at[strlen(named)]))
+		log_warn("%s: skipped", why);
+	else
+		log_warn("pid %d: %s: skipped", pid, why);
+}
+
+/* One -p pid (pytargets_add_pids): true when it is a target now. */
+static bool add_root(struct pytargets *ts, pid_t pid, enum pytargets_need need, const char *without_python)
 {
 	struct pyproc_error err;
-	struct pyproc *py;
+	struct pyproc *py = NULL;
+	struct pytarget *t;
+	char why[400];
 
-	if (pytargets_find(ts, pid))
-		return 0;
+	if (!procinfo_exists(pid)) {
+		snprintf(why, sizeof(why), "no process with pid %d", pid);
+		goto skip;
+	}
 	py = pyproc_open(pid, &err);
-	if (!py) {
-		log_error("%s", err.msg);
-		return -1;
+	if (!py && need == PYTARGETS_CPYTHON && !ts->children) {
+		snprintf(why, sizeof(why), "%s", err.msg);
+		goto skip;
 	}
-	if (!append(ts, pid, py, true)) {
-		log_error("more than %d target processes: pid %d not traced", ts->max, pid);
+	if (!py && need == PYTARGETS_ANY && without_python)
+		log_warn("pid %d is not a CPython this tool can read: %s (-v says why)", pid, without_python);
+	else if (!py && need == PYTARGETS_CPYTHON)
+		log_info("%s: following its children", err.msg);
+	if (!py)
+		log_debug("%s", err.msg);
+	if (ts->n == ts->max) {
+		snprintf(why, sizeof(why), "more than %d target processes: pid %d", ts->max, pid);
 		pyproc_close(py);
-		return -1;
+		goto skip;
 	}
-	return 0;
+	t = append(ts, pid, py, true);
+	if (!t) {
+		pyproc_close(py);
+		snprintf(why, sizeof(why), "pid %d: out of memory", pid);
+		goto skip;
+	}
+	t->root = true;
+	return true;
+skip:
+	pytargets_say_skipped(pid, why);
+	ts->skipped++;
+	return false;
+}
+
+int pytargets_add_pids(struct pytargets *ts, const pid_t *pids, int npids, enum pytargets_need need,
+		       const char *without_python)
+{
+	int n = 0;
+
+	for (int i = 0; i < npids; i++)
+		n += pytargets_find(ts, pids[i]) || add_root(ts, pids[i], need, without_python);
+	return n;
 }
 
 struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
@@ -149,14 +218,18 @@ struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
 	py = pyproc_open(pid, &err);
 	if (!py)
 		log_debug("%s", err.msg);
-	return append(ts, pid, py, watched);
+	return append(ts, pid, py, watched && py);
 }
 
 struct pytarget *pytargets_adopt(struct pytargets *ts, struct pyproc *py, bool watched)
 {
+	struct pytarget *t;
+
 	if (pytargets_find(ts, pyproc_pid(py)))
 		return NULL;
-	return append(ts, pyproc_pid(py), py, watched);
+	if ((t = append(ts, pyproc_pid(py), py, watched)))
+		t->root = watched;
+	return t;
 }
 
 struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid)
@@ -172,23 +245,39 @@ struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid)
 	return NULL;
 }
 
+/* t's entries leave the BPF maps: the walker's py_config, the pid map and the forget map. */
+static void unmap(struct pytargets *ts, const struct pytarget *t)
+{
+	int fd = ts->walker ? bpfprog_table_fd(ts->walker, "py_config") : -1;
+	__u32 pid = (__u32)t->pid;
+
+	if (fd >= 0 && t->py)
+		bpf_delete_elem(fd, &pid);
+	if (ts->pid_map >= 0)
+		bpf_delete_elem(ts->pid_map, &pid);
+	if (ts->forget_map >= 0)
+		bpf_delete_elem(ts->forget_map, &pid);
+}
+
 /*
- * Processes come and go (workers replaced, pids reused): unwatched ones that are gone
- * go, and their layouts leave the walker's map (room for 1024, bpf_text/python.bpf.h).
+ * Processes come and go (workers replaced, pids reused): watched ones that exited
+ * (their exit said, their maps' entries gone) and unwatched ones that are gone leave
+ * the set, but the -p pids stay. The walker's py_config has room for 1024
+ * (bpf_text/python.bpf.h).
  */
 static void drop_gone(struct pytargets *ts)
 {
-	int fd = ts->walker ? bpfprog_table_fd(ts->walker, "py_config") : -1;
-
 	for (int i = 0; i < ts->n;) {
-		if (ts->v[i].watched || procinfo_exists(ts->v[i].pid)) {
+		struct pytarget *t = &ts->v[i];
+
+		if (t->root || (t->watched && !t->exited) || (!t->watched && procinfo_exists(t->pid))) {
 			i++;
 			continue;
 		}
-		if (fd >= 0 && ts->v[i].py)
-			bpf_delete_elem(fd, &ts->v[i].pid);
-		target_close(&ts->v[i]);
-		ts->v[i] = ts->v[--ts->n];
+		if (!t->watched)
+			unmap(ts, t);
+		target_close(t);
+		*t = ts->v[--ts->n];
 	}
 	ts->last = 0;
 }
@@ -291,6 +380,7 @@ void pytargets_add_children(struct pytargets *ts)
 	struct pychild *kids = malloc(SCAN_MAX * sizeof(*kids));
 	int nroots = 0, n;
 
+	drop_gone(ts);
 	if (roots && kids) {
 		for (int i = 0; i < ts->n; i++)
 			roots[nroots++] = ts->v[i].pid;
@@ -315,32 +405,6 @@ int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog)
 	return r;
 }
 
-int pytargets_add_any(struct pytargets *ts, const pid_t *pids, int n, const char *no_py)
-{
-	for (int i = 0; i < n; i++) {
-		struct pytarget *t;
-
-		if (!procinfo_exists(pids[i])) {
-			log_error("no process with pid %d", pids[i]);
-			return -1;
-		}
-		t = pytargets_add(ts, pids[i], true);
-		if (!t) {
-			log_error("pid %d not traced", pids[i]);
-			return -1;
-		}
-		if (t->py)
-			continue;
-		if (no_py)
-			log_warn("pid %d is not a CPython this tool can read: %s", pids[i], no_py);
-		/* watched all the same (pytargets_add watches CPythons only) */
-		t->watched = true;
-		ts->watched++;
-		ts->alive++;
-	}
-	return 0;
-}
-
 int pytargets_start(struct pytargets *ts, struct bpfprog *walker, bool children)
 {
 	if (walker && pytargets_set_walker(ts, walker))
@@ -350,21 +414,6 @@ int pytargets_start(struct pytargets *ts, struct bpfprog *walker, bool children)
 		pytargets_add_children(ts);
 	ts->next_children_ns = ts->next_exits_ns = time_mono_ns() + 1000000000ull;
 	return 0;
-}
-
-void pytargets_sync_map(struct pytargets *ts, struct bpfprog *prog, const char *map)
-{
-	int fd = bpfprog_table_fd(prog, map);
-	unsigned char one = 1;
-
-	if (fd < 0 || ts->synced == ts->added)
-		return;
-	ts->synced = ts->added;
-	for (int i = 0; i < ts->n; i++) {
-		__u32 pid = (__u32)ts->v[i].pid;
-		if (!ts->v[i].exited && bpf_update_elem(fd, &pid, &one, BPF_ANY))
-			log_warn("cannot trace pid %d: %s", (int)pid, strerror(errno));
-	}
 }
 
 int pytargets_cflags(struct cflags *cf, const struct common_opts *c, bool pid_filter, bool walk)
@@ -383,6 +432,18 @@ int pytargets_cflags(struct cflags *cf, const struct common_opts *c, bool pid_fi
 		r = kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
 	kbtf_close(b);
 	return r;
+}
+
+int pytargets_set_pid_map(struct pytargets *ts, struct bpfprog *prog, const char *pid_map)
+{
+	if ((ts->pid_map = bpfprog_table_fd(prog, pid_map)) < 0) {
+		log_error("no BPF map %s", pid_map);
+		return -1;
+	}
+	for (int i = 0; i < ts->n; i++)
+		if (!ts->v[i].exited)
+			map_pid(ts, &ts->v[i]);
+	return 0;
 }
 
 int pytargets_add_all(struct pytargets *ts)
@@ -412,6 +473,8 @@ bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns)
 			pytargets_add_children(ts);
 	}
 	if (now_ns >= ts->next_exits_ns) {
+		int exits = 0;
+
 		ts->next_exits_ns = now_ns + 200000000ull;
 		for (int i = 0; i < ts->n; i++) {
 			struct pytarget *t = &ts->v[i];
@@ -419,10 +482,16 @@ bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns)
 				continue;
 			t->exited = true;
 			ts->alive--;
+			ts->exits++;
+			exits++;
+			unmap(ts, t); /* its pid may be another process's soon */
 			log_warn("target pid %d exited", t->pid);
 		}
 		if (alive > 0 && ts->alive == 0)
 			log_info("every target exited");
+		/* a child's records were read before this tick: it may go now */
+		if (exits && (ts->children || ts->all))
+			drop_gone(ts);
 	}
 	return ts->watched > 0 && ts->alive == 0;
 }

@@ -31,6 +31,8 @@ struct pytarget {
 	struct pyproc *py;           /* NULL: not CPython, or unreadable */
 	bool watched;                /* its exit is said, and the last watched one's ends the run */
 	bool exited;
+	bool root;                   /* a -p pid: kept after it exits (other targets that go, go) */
+	bool ready;                  /* the tracker's own mark (e.g. put into its BPF maps) */
 };
 
 struct pytargets {
@@ -47,8 +49,11 @@ struct pytargets {
 	int alive;              /* ... that have not exited */
 	unsigned long long added; /* targets ever added (the summaries' "processes") */
 	unsigned long long added_python; /* ... of them CPython */
+	unsigned long long skipped; /* -p pids skipped: gone, or not a CPython this can read (the summaries' skipped_targets) */
+	unsigned long long exits;   /* watched targets that exited during the run (exited_targets) */
 	struct bpfprog *walker; /* set: each CPython target's layout goes to its py_config */
-	unsigned long long synced; /* added when pytargets_sync_map last wrote the map */
+	int pid_map;            /* >= 0: a BPF hash u32 pid -> u8 holding every target (pytargets_set_pid_map) */
+	int forget_map;         /* >= 0: a BPF hash keyed by u32 pid whose entry goes when its target goes */
 	uint64_t next_exits_ns, next_children_ns;
 };
 
@@ -62,23 +67,36 @@ void pytargets_init(struct pytargets *ts, int max);
 void pytargets_init_named(struct pytargets *ts);
 void pytargets_free(struct pytargets *ts);
 
-/* -p: pid must be a CPython this can read; watched. 0, or -1 after an error naming it. */
-int pytargets_add_pid(struct pytargets *ts, pid_t pid);
+/* What a tracker needs of a -p pid. */
+enum pytargets_need {
+	PYTARGETS_CPYTHON, /* a CPython this can read: another process is skipped */
+	PYTARGETS_ANY,     /* any process: one that is not CPython is traced without Python stacks */
+};
+/*
+ * The -p pids, each a watched root. A pid with no process is skipped, and so is one
+ * that is not a CPython this can read when need is PYTARGETS_CPYTHON, unless children
+ * is set: then it stays as the root whose children are followed. Each skip is one
+ * warning naming the pid and why (pytargets_say_skipped) and counts in skipped; with
+ * PYTARGETS_ANY, a process that is not CPython is said once with without_python
+ * ("its stalls have no Python stacks"; NULL: not said). Returns how many pids are
+ * targets now: 0 means nothing is left to trace (the caller says so and fails).
+ */
+int pytargets_add_pids(struct pytargets *ts, const pid_t *pids, int npids, enum pytargets_need need,
+		       const char *without_python);
+/*
+ * A -p pid a tracker cannot trace: "WHY: skipped" on stderr, said once per pid in the
+ * process however many trackers skip it (pymonitor's trackers share -p).
+ */
+void pytargets_say_skipped(pid_t pid, const char *why);
 /*
  * Any process (kept when it is not CPython; -v says why), or NULL when the set is
  * full. watched: only when it is CPython.
  */
 struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched);
 /*
- * The -p pids of a tracker that traces any process: a CPython gets its Python stacks,
- * another process is traced all the same and watched (its exit is said and ends the
- * run), and when no_py is not NULL "pid N is not a CPython this tool can read: NO_PY"
- * is said. 0, or -1 after an error naming the pid.
- */
-int pytargets_add_any(struct pytargets *ts, const pid_t *pids, int n, const char *no_py);
-/*
- * A CPython the caller opened (e.g. a hook planner's): the set owns py from now on.
- * NULL when the set is full or has pyproc_pid(py) already; the caller still owns py then.
+ * A CPython the caller opened (e.g. a hook planner's): the set owns py from now on;
+ * watched: a -p pid (a root). NULL when the set is full or has pyproc_pid(py)
+ * already; the caller still owns py then.
  */
 struct pytarget *pytargets_adopt(struct pytargets *ts, struct pyproc *py, bool watched);
 struct pytarget *pytargets_find(struct pytargets *ts, pid_t pid);
@@ -128,12 +146,6 @@ int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog);
 int pytargets_start(struct pytargets *ts, struct bpfprog *walker, bool children);
 
 /*
- * Every target that has not exited into prog's hash map (a u32 pid key, a u8 value 1),
- * when targets were added since the last time: the pids a program traces.
- */
-void pytargets_sync_map(struct pytargets *ts, struct bpfprog *prog, const char *map);
-
-/*
  * The -D options of a Python tracker's program: pyebpf.bpf.h's (FILTER_PIDS only with
  * pid_filter: otherwise its targets are the keys of its own map), and with walk the
  * offset python.bpf.h's stack walker finds threads by. -1 after an error.
@@ -141,10 +153,18 @@ void pytargets_sync_map(struct pytargets *ts, struct bpfprog *prog, const char *
 int pytargets_cflags(struct cflags *cf, const struct common_opts *c, bool pid_filter, bool walk);
 
 /*
+ * Every target, now and when added, into pid_map (a BPF hash u32 -> u8 of prog, e.g.
+ * "target_pids"), and out of it when it goes. 0, or -1 when the map is missing.
+ */
+int pytargets_set_pid_map(struct pytargets *ts, struct bpfprog *prog, const char *pid_map);
+
+/*
  * After every poll: with children, adds the new descendants, with all every new
- * process (every second); says
- * which watched targets exited (every 200 ms). True once every watched target has
- * exited (never when none was watched).
+ * process (every second); says which watched targets exited (every 200 ms, counted
+ * in exits). A target that exited and is no -p pid (a child) then leaves the set and
+ * the BPF maps (py_config, pid_map, forget_map), so that a run that follows workers
+ * for weeks stays within its bounds. True once every watched target has exited
+ * (never when none was watched).
  */
 bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns);
 

@@ -12,7 +12,7 @@
 #define MAX_ARGS 256
 #define MAX_SCHEMAS 64
 
-enum { OPT_ENABLE = OPT_TOOL_BASE, OPT_ALL, OPT_FLAG_BASE };
+enum { OPT_ENABLE = OPT_TOOL_BASE, OPT_ALL, OPT_CHILDREN, OPT_FLAG_BASE };
 
 struct given {
 	int entry, flag;
@@ -28,7 +28,7 @@ struct slot {
 struct monitor {
 	struct slot entries[MAX_ENTRIES];
 	int n;
-	bool enabled[MAX_ENTRIES], any_enabled, all;
+	bool enabled[MAX_ENTRIES], any_enabled, all, children;
 	struct given given[MAX_FLAG_OPTS];
 	int ngiven;
 	int flag_entry[MAX_FLAG_OPTS], flag_index[MAX_FLAG_OPTS]; /* by id - OPT_FLAG_BASE */
@@ -77,6 +77,10 @@ static int on_option(int id, const char *arg, void *ctx)
 		return enable(m, arg);
 	if (id == OPT_ALL) {
 		m->all = true;
+		return 0;
+	}
+	if (id == OPT_CHILDREN) {
+		m->children = true;
 		return 0;
 	}
 	if (id >= OPT_FLAG_BASE && id < OPT_FLAG_BASE + MAX_FLAG_OPTS && m->ngiven < MAX_FLAG_OPTS) {
@@ -269,6 +273,8 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 	static const struct opt head[] = {
 		OPT_ENTRY_PID,
 		{ OPT_ALL, 0, "all", NULL, "trace every process (instead of -p)" },
+		{ OPT_CHILDREN, 0, "children", NULL,
+		  "also trace the -p pids' children (workers), also ones started later" },
 		{ OPT_ENABLE, 0, "enable", "LIST", "the trackers to run (words or a comma list; default: all)" },
 	};
 	static const struct opt tail[] = { OPT_ENTRIES_TRACKER_TAIL };
@@ -297,7 +303,7 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 		table[nopt++] = head[i];
 	for (int e = 0; e < m.n; e++)
 		for (int f = 0; f < MONITOR_MAX_FLAGS && m.entries[e].e->flags[f].flag; f++) {
-			int k = nopt - 3;
+			int k = nopt - (int)(sizeof(head) / sizeof(head[0]));
 			if (k >= MAX_FLAG_OPTS)
 				break;
 			m.flag_entry[k] = e;
@@ -321,6 +327,8 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 		return opts_usage_error("-p PID or --all is required"), EXIT_USAGE;
 	if (common.npids && m.all)
 		return opts_usage_error("-p and --all exclude each other"), EXIT_USAGE;
+	if (m.children && !common.npids && !common.print_fields && !common.print_ebpf)
+		return opts_usage_error("--children needs -p (the parent processes to follow)"), EXIT_USAGE;
 
 	for (int e = 0; e < m.n; e++) {
 		if (m.any_enabled && !m.enabled[e])
@@ -340,6 +348,13 @@ int monitor_main(const struct tool_doc *doc, const struct tracker_ops *const *op
 		if (!(trackers[nt] = tracker_new(m.entries[e].ops, &common)))
 			goto out;
 		nt++;
+	}
+	/* --children: every tracker that follows -p pids follows their children too */
+	for (int i = 0; m.children && i < nt; i++) {
+		const struct opt *o = option_named(trackers[i]->ops, "children");
+
+		if (o && tracker_option(trackers[i], o->id, NULL))
+			goto out;
 	}
 	/* the original's per-tracker flags, as the tracker's own options */
 	for (int g = 0; g < m.ngiven; g++) {

@@ -55,3 +55,9 @@ void record_set_time(json_t *o, __u64 ts_ns)
 	time_format_mono_ns(ts_ns, when, sizeof(when));
 	json_set_str(o, "time", when);
 }
+
+void record_set_targets(json_t *o, unsigned long long skipped, unsigned long long exited)
+{
+	json_set_int(o, "skipped_targets", (json_int_t)skipped);
+	json_set_int(o, "exited_targets", (json_int_t)exited);
+}

@@ -59,6 +59,16 @@
 	{ .name = "missed", .type = FIELD_INT,            \
 	  .meaning = "program runs the kernel skipped (recursion: another BPF program ran)" }
 
+/* The -p pids a tracker could not trace, and its targets that exited during the run. */
+#define FIELD_TARGETS                                                                                 \
+	{ .name = "skipped_targets", .type = FIELD_INT,                                               \
+	  .meaning = "-p pids skipped at start (gone, or not a process this tracker can trace), each said on stderr" }, \
+	{ .name = "exited_targets", .type = FIELD_INT,                                                \
+	  .meaning = "traced processes (-p pids, with --children their children too) that exited during the run" }
+
+/* "skipped_targets" and "exited_targets" (FIELD_TARGETS). */
+void record_set_targets(json_t *o, unsigned long long skipped, unsigned long long exited);
+
 /* pid, tid, container_pid, container_tid, comm from h; all null when h->pid is 0 (unknown). */
 void record_set_task(json_t *o, const struct task_head *h);
 /* The same without comm, for records that name their threads otherwise. */

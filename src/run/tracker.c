@@ -1,6 +1,9 @@
 #include "tracker.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
 
 struct tracker *tracker_new(const struct tracker_ops *ops, const struct common_opts *common)
 {
@@ -68,4 +71,14 @@ void tracker_free(struct tracker *t)
 		t->ops->bpf->close(t->prog);
 	cflags_free(&t->cflags);
 	free(t);
+}
+
+int tracker_no_targets(const struct tracker *t)
+{
+	/* pymonitor runs several: the name says which one (a tool's own name is its prefix) */
+	if (strcmp(log_progname, t->ops->name))
+		log_error("%s: no -p pid is left to trace", t->ops->name);
+	else
+		log_error("no -p pid is left to trace");
+	return -1;
 }

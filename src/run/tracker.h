@@ -110,4 +110,10 @@ void tracker_free(struct tracker *t);
  */
 int tracker_check_pids_folded(const struct tracker *t, bool folded);
 
+/*
+ * A prepare that found none of the -p pids left to trace (each said skipped): says so,
+ * naming the tracker, and returns -1 (the tool exits 1; pymonitor runs without it).
+ */
+int tracker_no_targets(const struct tracker *t);
+
 #endif

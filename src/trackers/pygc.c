@@ -28,13 +28,14 @@
 
 extern const char pygc_bpf_text[];
 
-enum { OPT_MIN_MS = OPT_TOOL_BASE, OPT_STACK, OPT_FORMAT, OPT_GEN = 'g', OPT_OUTPUT = 'o' };
+enum { OPT_MIN_MS = OPT_TOOL_BASE, OPT_STACK, OPT_FORMAT, OPT_CHILDREN, OPT_GEN = 'g', OPT_OUTPUT = 'o' };
 
 static const struct opt options[] = {
 	OPT_ENTRY_PID,
 	{ OPT_MIN_MS, 0, "min-ms", "MS", "only pauses of at least MS milliseconds (fractions allowed)" },
 	{ OPT_GEN, 'g', "generation", "GEN", "only collections of generation GEN (0, 1 or 2)" },
 	{ OPT_STACK, 0, "stack", NULL, "add the Python stack of the code that triggered each collection" },
+	{ OPT_CHILDREN, 0, "children", NULL, "also trace the child processes of the -p pids (and new ones)" },
 	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
 	OPT_ENTRIES_TRACKER_TAIL,
 };
@@ -90,6 +91,7 @@ static const struct field summary_fields[] = {
 	{ .name = "stacks_incomplete", .type = FIELD_INT,
 	  .meaning = "--stack: pauses whose stack could not be read completely" },
 	FIELD_STACKS_OTHER,
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -114,7 +116,7 @@ struct pygc {
 	struct tracker base;
 	double min_ms;
 	int generation; /* -1: all */
-	bool stack;
+	bool stack, children;
 	bool system_wide;
 	struct pyhook_plan *hooks;
 	char *text; /* the BPF text with the plan's USDT entry functions */
@@ -149,6 +151,9 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_STACK:
 		g->stack = true;
 		return 0;
+	case OPT_CHILDREN:
+		g->children = true;
+		return 0;
 	case OPT_OUTPUT:
 		g->stack = true; /* the picture is of the stacks */
 		return profile_option(&g->out, false, arg);
@@ -165,6 +170,8 @@ static int option(struct tracker *t, int id, const char *arg)
 
 static int check(struct tracker *t)
 {
+	if (((struct pygc *)t)->children && !t->common->npids)
+		return opts_usage_error("--children needs -p (the parent processes to follow)");
 	return profile_check(&((struct pygc *)t)->out);
 }
 
@@ -309,10 +316,15 @@ static bool keep_target(void *ctx, struct pyproc *py)
 static int plan_hooks(struct pygc *g)
 {
 	const struct common_opts *c = g->base.common;
-	const struct pyhook_planner planner = { plan_binary, keep_target, g, false };
+	const struct pyhook_planner planner = { plan_binary, keep_target, g, false, g->children };
+	int n;
 
-	if (!g->system_wide)
-		return pyhooks_plan_pids(g->hooks, c->pids, c->npids, &planner);
+	if (!g->system_wide) {
+		if ((n = pyhooks_plan_pids(g->hooks, c->pids, c->npids, &planner)) < 0)
+			return -1;
+		g->targets.skipped = (unsigned long long)(c->npids - n);
+		return n ? 0 : tracker_no_targets(&g->base);
+	}
 	if (pyhooks_plan_system(g->hooks, &planner) > 0)
 		return 0;
 	log_error("no running CPython process with USDT gc probes or collector symbols was "
@@ -334,6 +346,7 @@ static int prepare(struct tracker *t)
 	g->system_wide = t->common->npids == 0;
 	/* system-wide: a process is opened on its first collection (stacks from its next one) */
 	g->targets.lazy = g->system_wide;
+	g->targets.children = g->children;
 	if (!(g->hooks = pyhooks_new()) || plan_hooks(g))
 		return -1;
 	if (!(g->text = pyhooks_text(g->hooks, pygc_bpf_text)))
@@ -464,10 +477,13 @@ static int start(struct tracker *t)
 	struct pygc *g = (struct pygc *)t;
 	struct bpfprog *p = t->prog;
 
-	if (pyebpf_bpf_set_pids(p, t->common))
+	/* -p: the targets (with --children, theirs too, while they live) are the pid filter */
+	if (!g->system_wide && pytargets_set_pid_map(&g->targets, p, "pid_filter"))
 		return -1;
 	if (g->stack && pytargets_set_walker(&g->targets, p))
 		return -1;
+	if (g->children)
+		pytargets_add_children(&g->targets);
 	/*
 	 * A wakeup per record costs the collecting thread an IPI (a third of pygc's cost
 	 * per collection in bench/pygc.sh): wake every 32 records; the runner reads the
@@ -520,6 +536,7 @@ static void finish(struct tracker *t)
 	if (g->stack)
 		json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
 	json_set_int(o, "stacks_other", (json_int_t)g->profile.other);
+	record_set_targets(o, g->targets.skipped, g->targets.exits);
 	summary_end(t, &summary_schema, o, 0);
 	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
 		.title = "pygc: GC pauses by the Python code that triggered them",

@@ -146,6 +146,7 @@ static const struct field summary_fields[] = {
 	FIELD_LOST,
 	FIELD_MISSED,
 	FIELD_PROCESSES,
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -178,7 +179,6 @@ struct pygil {
 	struct pyhook_plan *hooks;
 	char *text;
 	struct pytargets targets;
-	int configured;            /* targets[0..configured) are in gil_targets */
 	struct thread_row *rows;   /* the current interval's threads */
 	int nrows;
 	unsigned long long rows_untabled; /* row_of refused: MAX_THREADS rows already */
@@ -300,15 +300,20 @@ static int prepare(struct tracker *t)
 {
 	struct pygil *g = (struct pygil *)t;
 	const struct common_opts *c = t->common;
-	const struct pyhook_planner planner = { plan_binary, keep_target, g, false };
+	const struct pyhook_planner planner = { plan_binary, keep_target, g, false, g->children };
+	int n;
 
 	if (build_cflags(g))
 		return -1;
 	t->text = pygil_bpf_text;
 	if (c->print_ebpf)
 		return 0;
-	if (!(g->hooks = pyhooks_new()) || pyhooks_plan_pids(g->hooks, c->pids, c->npids, &planner))
+	g->targets.children = g->children;
+	if (!(g->hooks = pyhooks_new()) || (n = pyhooks_plan_pids(g->hooks, c->pids, c->npids, &planner)) < 0)
 		return -1;
+	g->targets.skipped = (unsigned long long)(c->npids - n);
+	if (!n)
+		return tracker_no_targets(t);
 	if (!(g->text = pyhooks_text(g->hooks, pygil_bpf_text)))
 		return -1;
 	t->text = g->text;
@@ -336,14 +341,16 @@ static int add_target(struct pygil *g, struct pygil_target *cfg)
 	return bpf_update_elem(slots, &slot, cfg, BPF_ANY);
 }
 
+/* The targets added since the last call into gil_targets (a target that goes leaves it: forget_map). */
 static void configure_targets(struct pygil *g)
 {
-	for (; g->configured < g->targets.n; g->configured++) {
-		struct pytarget *pt = &g->targets.v[g->configured];
+	for (int i = 0; i < g->targets.n; i++) {
+		struct pytarget *pt = &g->targets.v[i];
 		struct pygil_target cfg = { 0 };
 
-		if (!pt->py)
+		if (pt->ready || !pt->py)
 			continue;
+		pt->ready = true;
 		cfg.gil = pyproc_gil(pt->py);
 		cfg.ts_native_tid = pyproc_offsets(pt->py)->ts_native_thread_id;
 		cfg.tgid = (__u32)pt->pid;
@@ -630,6 +637,7 @@ static int start(struct tracker *t)
 		log_error("out of memory");
 		return -1;
 	}
+	g->targets.forget_map = bpfprog_table_fd(p, "gil_targets");
 	configure_targets(g);
 	if (pytargets_start(&g->targets, g->stacks ? p : NULL, g->children))
 		return -1;
@@ -676,6 +684,7 @@ static void finish(struct tracker *t)
 	json_set_int(o, "stacks_incomplete", (json_int_t)g->stack_errors);
 	json_set_int(o, "stacks_other", (json_int_t)(g->holders.other + g->profile.other));
 	json_set_int(o, "rows_untabled", (json_int_t)g->rows_untabled);
+	record_set_targets(o, g->targets.skipped, g->targets.exits);
 	summary_end(t, &summary_schema, o, g->targets.added);
 	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
 		.title = "pygil: the Python code holding the GIL while others waited",

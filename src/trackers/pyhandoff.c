@@ -120,6 +120,7 @@ static const struct field summary_fields[] = {
 	FIELD_LOST,
 	FIELD_MISSED,
 	HANDOFF_COUNTERS(PYEBPF_COUNTER_FIELD)
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -201,24 +202,21 @@ static pid_t listening_child(pid_t pid)
 }
 
 /*
- * -p pids must exist; a process without a listening socket is traced with a warning.
+ * The -p pids that are there (pidwatch_init skipped the others): a process without a
+ * listening socket is traced with a warning.
  * Without --children, a pre-fork master (gunicorn, uwsgi: children that hold its
  * listening socket) is traced as asked, with the advice to follow its workers: -p
  * means that process in every tool, and only the workers accept and hand off.
- * Returns the first such master, 0 when none, -1 after an error.
+ * Returns the first such master, 0 when none.
  */
-static pid_t check_targets(const struct common_opts *c, bool children)
+static pid_t check_targets(const struct pidwatch *w, bool children)
 {
 	pid_t master = 0;
 
-	for (int i = 0; i < c->npids; i++) {
-		pid_t pid = c->pids[i], worker;
+	for (int i = 0; i < w->npids; i++) {
+		pid_t pid = w->pids[i], worker;
 		char comm[32] = "?";
 
-		if (!procinfo_exists(pid)) {
-			log_error("no process with pid %d", pid);
-			return -1;
-		}
 		procinfo_comm(pid, pid, comm, sizeof(comm));
 		if (!sockdiag_holds_listener(pid))
 			log_warn("pid %d (comm \"%s\") holds no listening TCP socket: it does not look like "
@@ -259,31 +257,9 @@ static int prepare(struct tracker *t)
 	t->text = pyhandoff_bpf_text;
 	if (t->common->print_ebpf)
 		return 0;
-	h->master = check_targets(t->common, h->children);
-	return h->master < 0 ? -1 : 0;
-}
-
-/* --children: the running descendants of the -p pids go into the BPF "children" map. */
-static int follow_existing_children(struct bpfprog *p, const struct common_opts *c)
-{
-	enum { MAX = 4096 };
-	int fd = bpfprog_table_fd(p, "children");
-	struct pychild *kids = malloc(MAX * sizeof(*kids));
-	unsigned char one = 1;
-	int n;
-
-	if (fd < 0 || !kids) {
-		free(kids);
-		return -1;
-	}
-	n = pytargets_descendants(c->pids, c->npids, kids, MAX);
-	for (int i = 0; i < n; i++) {
-		__u32 pid = (__u32)kids[i].pid;
-		log_debug("following child %d of %d", kids[i].pid, kids[i].ppid);
-		if (bpf_update_elem(fd, &pid, &one, 0))
-			log_warn("cannot follow child %d of %d: %s", kids[i].pid, kids[i].ppid, strerror(errno));
-	}
-	free(kids);
+	if (!pidwatch_init(&h->watch, t->common->pids, t->common->npids))
+		return tracker_no_targets(t);
+	h->master = check_targets(&h->watch, h->children);
 	return 0;
 }
 
@@ -433,10 +409,9 @@ static int start(struct tracker *t)
 	struct pyhandoff *h = (struct pyhandoff *)t;
 	struct bpfprog *p = t->prog;
 
-	pidwatch_init(&h->watch, t->common->pids, t->common->npids);
 	snprintf(t->banner, sizeof(t->banner), "Tracing connection handoffs and accept-queue waits.");
-	return pyebpf_bpf_set_pids(p, t->common) ||
-	       (h->children && follow_existing_children(p, t->common)) ||
+	return pyebpf_bpf_set_pid_list(p, h->watch.pids, h->watch.npids) ||
+	       (h->children && pidwatch_follow_children(&h->watch, p, "children", 1)) ||
 	       bpfprog_open_ring_buffer(p, "events", on_event, h) || attach_all(p, h->children);
 }
 
@@ -549,6 +524,8 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "printed", (json_int_t)h->printed);
 	json_set_int(sum, "client_closes", (json_int_t)h->closes);
 	json_set_int(sum, "waits_untabled", (json_int_t)h->untabled);
+	record_set_targets(sum, h->watch.skipped,
+			   h->watch.exits + bpfprog_table_sum_u64(t->prog, "counters", HANDOFF_CNT_CHILDREN_EXITED));
 	summary_end(t, &summary_schema, sum, 0);
 }
 

@@ -120,6 +120,7 @@ static const struct field summary_fields[] = {
 	FIELD_LOST,
 	FIELD_MISSED,
 	FIELD_PROCESSES,
+	FIELD_TARGETS,
 	{ .name = "loop_threads", .type = FIELD_INT, .meaning = "threads seen in a poller" },
 	FIELD_TOOL_CPU_MS,
 	FIELD_ENV,
@@ -277,10 +278,12 @@ static int prepare(struct tracker *t)
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = pyloop_bpf_text;
 	o->hist_direct = fine_index_is_lathist();
-	if (t->common->print_ebpf)
-		return 0;
-	return pytargets_add_any(&o->targets, t->common->pids, t->common->npids,
-				 o->no_stacks ? NULL : "its stalls have no Python stacks (-v says why)");
+	o->targets.children = o->children;
+	if (!t->common->print_ebpf &&
+	    !pytargets_add_pids(&o->targets, t->common->pids, t->common->npids, PYTARGETS_ANY,
+				o->no_stacks ? NULL : "its stalls have no Python stacks"))
+		return tracker_no_targets(t);
+	return 0;
 }
 
 static double ms(__u64 ns)
@@ -524,7 +527,8 @@ static int start(struct tracker *t)
 
 	if (pytargets_start(&o->targets, o->no_stacks ? NULL : p, o->children))
 		return -1;
-	pytargets_sync_map(&o->targets, p, "target_pids");
+	if (pytargets_set_pid_map(&o->targets, p, "target_pids"))
+		return -1;
 	snprintf(t->banner, sizeof(t->banner), "Tracing the event loops of %d process%s (stalls of %lu ms or more).",
 		 o->targets.n, o->targets.n == 1 ? "" : "es", o->min_ms);
 	o->start_ns = o->last_report_ns = time_mono_ns();
@@ -721,7 +725,6 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pyloop *o = (struct pyloop *)t;
 
 	t->done = pytargets_refresh(&o->targets, now_ns);
-	pytargets_sync_map(&o->targets, t->prog, "target_pids");
 	if (!t->done && now_ns >= o->next_no_loop_ns) {
 		o->next_no_loop_ns = now_ns + 1000000000ull;
 		check_no_loop(o);
@@ -758,6 +761,7 @@ static void finish(struct tracker *t)
 	sum = summary_begin(t, &summary_schema, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)o->text.unresolved);
 	json_set_int(sum, "stacks_other", (json_int_t)(o->profile.other + o->folded_agg.other));
+	record_set_targets(sum, o->targets.skipped, o->targets.exits);
 	json_set_int(sum, "loop_threads", (json_int_t)nthreads);
 	summary_end(t, &summary_schema, sum, o->targets.added);
 	t->failed |= 0 != profile_write(&o->out, &o->profile, &(const struct profile_meta){

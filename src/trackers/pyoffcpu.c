@@ -129,6 +129,7 @@ static const struct field summary_fields[] = {
 	{ .name = "dropped", .type = FIELD_INT,
 	  .meaning = "records read but not decoded: they came faster than they could be (a storm)" },
 	FIELD_PROCESSES,
+	FIELD_TARGETS,
 	{ .name = "threads", .type = FIELD_INT, .meaning = "target threads seen coming back on a CPU" },
 	FIELD_TOOL_CPU_MS,
 	FIELD_ENV,
@@ -248,11 +249,12 @@ static int prepare(struct tracker *t)
 		cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	}
 	t->text = pyoffcpu_bpf_text;
-	if (t->common->print_ebpf)
-		return 0;
-	/* another process gets kernel and user stacks */
-	return pytargets_add_any(&o->targets, t->common->pids, t->common->npids,
-				 o->no_py ? NULL : "its py_stack stays empty (kernel and user stacks are still taken; -v says why)");
+	o->targets.children = o->children;
+	if (!t->common->print_ebpf &&
+	    !pytargets_add_pids(&o->targets, t->common->pids, t->common->npids, PYTARGETS_ANY,
+				o->no_py ? NULL : "its py_stack stays empty (kernel and user stacks are still taken)"))
+		return tracker_no_targets(t);
+	return 0;
 }
 
 /* The frames of stack id (innermost first) into ips; how many (0 when it is gone or id < 0). */
@@ -418,7 +420,8 @@ static int start(struct tracker *t)
 	o->syms = symbols_open(0);
 	if (!o->syms || pytargets_start(&o->targets, o->no_py ? NULL : p, o->children))
 		return -1;
-	pytargets_sync_map(&o->targets, p, "target_pids");
+	if (pytargets_set_pid_map(&o->targets, p, "target_pids"))
+		return -1;
 	snprintf(t->banner, sizeof(t->banner), "Tracing off-CPU periods of %d process%s%s.",
 		 o->targets.n, o->targets.n == 1 ? "" : "es", o->folded ? " (folded)" : "");
 	o->last_report_ns = time_mono_ns();
@@ -571,7 +574,6 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
 	t->done = pytargets_refresh(&o->targets, now_ns);
-	pytargets_sync_map(&o->targets, t->prog, "target_pids");
 	if (!t->done && o->interval_s && (double)(now_ns - o->last_report_ns) >= o->interval_s * 1e9) {
 		o->last_report_ns = now_ns;
 		if (o->folded || o->out.path)
@@ -612,6 +614,7 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "unresolved_frames", (json_int_t)o->text.unresolved);
 	json_set_int(sum, "stacks_other", (json_int_t)o->profile.other);
 	json_set_int(sum, "dropped", (json_int_t)o->dropped);
+	record_set_targets(sum, o->targets.skipped, o->targets.exits);
 	json_set_int(sum, "threads", (json_int_t)nthreads);
 	summary_end(t, &summary_schema, sum, o->targets.added);
 	t->failed |= 0 != profile_write(&o->out, &o->profile, &(const struct profile_meta){

@@ -143,6 +143,7 @@ static const struct field summary_fields[] = {
 	FIELD_MISSED,
 	{ .name = "processes", .type = FIELD_INT,
 	  .meaning = "CPython processes sampled (with --children, children too)" },
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -269,9 +270,10 @@ static int prepare(struct tracker *t)
 	t->text = pystack_bpf_text;
 	if (t->common->print_ebpf)
 		return 0;
-	for (int i = 0; i < t->common->npids; i++)
-		if (pytargets_add_pid(&ps->targets, t->common->pids[i]))
-			return -1;
+	ps->targets.children = ps->children;
+	if (t->common->npids &&
+	    !pytargets_add_pids(&ps->targets, t->common->pids, t->common->npids, PYTARGETS_CPYTHON, NULL))
+		return tracker_no_targets(t);
 	if (t->common->npids == 0) {
 		/* every CPython of the host, now and (each second) the ones started later */
 		ps->targets.max = MAX_HOST_PROCESSES;
@@ -671,6 +673,7 @@ static void finish(struct tracker *t)
 		if (ps->targets.v[i].py)
 			ps->torn_reads += pytasks_torn(ps->targets.v[i].py);
 	json_set_int(sum, "torn_reads", (json_int_t)ps->torn_reads);
+	record_set_targets(sum, ps->targets.skipped, ps->targets.exits);
 	summary_end(t, &summary_schema, sum, ps->targets.added_python);
 }
 

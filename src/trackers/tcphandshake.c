@@ -25,10 +25,11 @@ extern const char tcphandshake_bpf_text[];
 /* Ring buffer pages (the kernel does not wake us: the runner reads it every poll_ms). */
 enum { RING_PAGES = 256 };
 
-enum { OPT_MIN_US = OPT_TOOL_BASE, OPT_PORT, OPT_IPV4 = '4', OPT_IPV6 = '6' };
+enum { OPT_MIN_US = OPT_TOOL_BASE, OPT_PORT, OPT_CHILDREN, OPT_IPV4 = '4', OPT_IPV6 = '6' };
 
 static const struct opt options[] = {
 	OPT_ENTRY_PID,
+	{ OPT_CHILDREN, 0, "children", NULL, "also trace the child processes of the -p pids (and new ones)" },
 	{ OPT_MIN_US, 0, "min-us", "US", "only successful handshakes slower than US microseconds" },
 	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
 	{ OPT_IPV4, '4', "ipv4", NULL, "IPv4 only" },
@@ -69,6 +70,7 @@ static const struct field summary_fields[] = {
 	FIELD_LOST,
 	FIELD_MISSED,
 	TCPHS_COUNTERS(PYEBPF_COUNTER_FIELD)
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -84,6 +86,7 @@ struct tcphandshake {
 	struct tracker base;
 	unsigned long min_us, port;
 	int family;
+	bool children;
 	unsigned long long events;
 	struct pidwatch targets;
 	struct pytargets named; /* the processes seen in events: Python thread names */
@@ -105,6 +108,9 @@ static int option(struct tracker *t, int id, const char *arg)
 		return opts_parse_ulong("min-us", arg, 0, 3600000000ul, &h->min_us);
 	case OPT_PORT:
 		return opts_parse_ulong("port", arg, 1, 65535, &h->port);
+	case OPT_CHILDREN:
+		h->children = true;
+		return 0;
 	case OPT_IPV4:
 	case OPT_IPV6:
 		if (h->family)
@@ -113,6 +119,13 @@ static int option(struct tracker *t, int id, const char *arg)
 		return 0;
 	}
 	return -1;
+}
+
+static int check(struct tracker *t)
+{
+	if (((struct tcphandshake *)t)->children && !t->common->npids)
+		return opts_usage_error("--children needs -p (the parent processes to follow)");
+	return 0;
 }
 
 /* Kernel struct offsets (from BTF) and settings, as the BPF text's -D options. */
@@ -126,7 +139,7 @@ static int prepare(struct tracker *t)
 	struct tcphandshake *h = (struct tcphandshake *)t;
 	struct cflags *cf = &t->cflags;
 
-	if (pyebpf_bpf_offsets_cflags(cf, t->common, offsets))
+	if (pyebpf_bpf_offsets_cflags(cf, t->common, offsets) || (h->children && pyebpf_bpf_children_cflags(cf)))
 		return -1;
 	if (h->port)
 		cflags_add(cf, "-DPORT=%lu", h->port);
@@ -142,6 +155,9 @@ static int prepare(struct tracker *t)
 	 */
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = tcphandshake_bpf_text;
+	if (!t->common->print_ebpf && t->common->npids &&
+	    !pidwatch_init(&h->targets, t->common->pids, t->common->npids))
+		return tracker_no_targets(t);
 	return 0;
 }
 
@@ -197,9 +213,11 @@ static int start(struct tracker *t)
 	struct tcphandshake *h = (struct tcphandshake *)t;
 	struct bpfprog *p = t->prog;
 
-	pidwatch_init(&h->targets, t->common->pids, t->common->npids);
 	snprintf(t->banner, sizeof(t->banner), "Tracing TCP handshakes.");
-	return pyebpf_bpf_set_pids(p, t->common) || bpfprog_open_ring_buffer(p, "events", on_event, h) ||
+	return pyebpf_bpf_set_pid_list(p, h->targets.pids, h->targets.npids) ||
+	       (h->children && (pidwatch_follow_children(&h->targets, p, "pid_filter", PYEBPF_PID_CHILD) ||
+				pyebpf_bpf_attach_children(p))) ||
+	       bpfprog_open_ring_buffer(p, "events", on_event, h) ||
 	       bpfprog_attach_tracepoint(p, "sock", "inet_sock_set_state") ||
 	       bpfprog_attach_tracepoint(p, "tcp", "tcp_receive_reset") ||
 	       bpfprog_attach_tracepoint(p, "net", "netif_receive_skb") ||
@@ -215,12 +233,17 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	return 0;
 }
 
-static bool pid_wanted(const struct common_opts *c, __u32 pid)
+/* Whether pid is traced: a -p pid, or with --children one the BPF program follows. */
+static bool pid_wanted(struct tcphandshake *h, __u32 pid)
 {
+	const struct common_opts *c = h->base.common;
+	int fd = h->children ? bpfprog_table_fd(h->base.prog, "pid_filter") : -1;
+	unsigned char v;
+
 	for (int i = 0; i < c->npids; i++)
 		if ((__u32)c->pids[i] == pid)
 			return true;
-	return c->npids == 0;
+	return c->npids == 0 || (fd >= 0 && bpf_lookup_elem(fd, &pid, &v) == 0);
 }
 
 /* Connections still waiting in an accept queue when tracing stops (pid: the listener's). */
@@ -233,7 +256,7 @@ static void report_unaccepted(struct tcphandshake *h)
 	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (bpf_lookup_elem(fd, &key, &ev) == 0 && pid_wanted(h->base.common, ev.task.pid)) {
+		if (bpf_lookup_elem(fd, &key, &ev) == 0 && pid_wanted(h, ev.task.pid)) {
 			ev.outcome = TCPHS_UNACCEPTED;
 			ev.task.ts_ns = time_mono_ns();
 			emit(h, &ev);
@@ -249,6 +272,8 @@ static void finish(struct tracker *t)
 	report_unaccepted(h);
 	sum = summary_begin(t, &summary_schema, counters);
 	json_set_int(sum, "events", (json_int_t)h->events);
+	record_set_targets(sum, h->targets.skipped,
+			   h->targets.exits + bpfprog_table_sum_u64(t->prog, "counters", TCPHS_CNT_CHILDREN_EXITED));
 	summary_end(t, &summary_schema, sum, 0);
 }
 
@@ -273,6 +298,7 @@ const struct tracker_ops tcphandshake_tracker = {
 	.monitor = monitor,
 	.init = init,
 	.option = option,
+	.check = check,
 	.prepare = prepare,
 	.start = start,
 	.tick = tick,

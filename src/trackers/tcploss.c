@@ -26,10 +26,11 @@
 extern const char tcploss_bpf_text[];
 
 /* no -c: in pyebpf -c is --count (hostnet), so --connections has no short name */
-enum { OPT_FILTER_IP = OPT_TOOL_BASE, OPT_PORT, OPT_CONNECTIONS, OPT_INTERVAL = 'i' };
+enum { OPT_FILTER_IP = OPT_TOOL_BASE, OPT_PORT, OPT_CONNECTIONS, OPT_CHILDREN, OPT_INTERVAL = 'i' };
 
 static const struct opt options[] = {
 	OPT_ENTRY_PID,
+	{ OPT_CHILDREN, 0, "children", NULL, "also trace the child processes of the -p pids (and new ones)" },
 	{ OPT_FILTER_IP, 0, "filter-ip", "IP", "only connections with IP (IPv4 or IPv6) on either side" },
 	{ OPT_PORT, 0, "port", "PORT", "only connections with PORT on either side" },
 	{ OPT_CONNECTIONS, 0, "connections", NULL, "print per-connection event counts at the end" },
@@ -113,6 +114,7 @@ static const struct field summary_fields[] = {
 	{ .name = "zero_windows_open", .type = FIELD_INT, .meaning = "episodes still going on at the end" },
 	{ .name = "unowned", .type = FIELD_INT, .meaning = "events printed without an owner" },
 	TCPLOSS_MAP_COUNTERS(PYEBPF_COUNTER_FIELD)
+	FIELD_TARGETS,
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -140,7 +142,7 @@ struct tcploss {
 	unsigned long port;
 	int filter_family;
 	uint8_t filter_ip[16];
-	bool connections;
+	bool connections, children;
 	double interval_s;
 	uint64_t every_ns, next_table_ns; /* -i */
 	struct tpformat_symbols rst_reasons;
@@ -172,6 +174,9 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_CONNECTIONS:
 		l->connections = true;
 		return 0;
+	case OPT_CHILDREN:
+		l->children = true;
+		return 0;
 	case OPT_INTERVAL:
 		return opts_parse_seconds("interval", arg, &l->interval_s);
 	}
@@ -182,6 +187,8 @@ static int check(struct tracker *t)
 {
 	struct tcploss *l = (struct tcploss *)t;
 
+	if (l->children && !t->common->npids)
+		return opts_usage_error("--children needs -p (the parent processes to follow)");
 	l->every_ns = (uint64_t)llround(l->interval_s * 1e9);
 	l->connections |= l->every_ns != 0; /* the table is all -i prints */
 	return 0;
@@ -209,7 +216,7 @@ static int prepare(struct tracker *t)
 	struct tcploss *l = (struct tcploss *)t;
 	struct cflags *cf = &t->cflags;
 
-	if (pyebpf_bpf_offsets_cflags(cf, t->common, offsets))
+	if (pyebpf_bpf_offsets_cflags(cf, t->common, offsets) || (l->children && pyebpf_bpf_children_cflags(cf)))
 		return -1;
 	/* fields that came with newer kernels: 6.10 added the reset reason, 6.13 err */
 	if (tpformat_has_field("tcp", "tcp_send_reset", "reason"))
@@ -228,6 +235,9 @@ static int prepare(struct tracker *t)
 			cflags_add(cf, "-DFILTER_IP%d=0x%xu", i, w[i]);
 	}
 	t->text = tcploss_bpf_text;
+	if (!t->common->print_ebpf && t->common->npids &&
+	    !pidwatch_init(&l->targets, t->common->pids, t->common->npids))
+		return tracker_no_targets(t);
 	return 0;
 }
 
@@ -457,7 +467,6 @@ static int start(struct tracker *t)
 	struct tcploss *l = (struct tcploss *)t;
 
 	tpformat_symbols("tcp", "tcp_send_reset", "reason", &l->rst_reasons);
-	pidwatch_init(&l->targets, t->common->pids, t->common->npids);
 	/*
 	 * A retransmit storm delivers tens of thousands of events a second: 1024 pages
 	 * (4 MiB) per CPU absorb bursts, the kernel wakes us once per 64 records (each
@@ -465,7 +474,9 @@ static int start(struct tracker *t)
 	 * poll_ms anyway), and stdout is written once per poll rather than per line.
 	 */
 	sink_batch(t->sink);
-	if (pyebpf_bpf_set_pids(t->prog, t->common) ||
+	if (pyebpf_bpf_set_pid_list(t->prog, l->targets.pids, l->targets.npids) ||
+	    (l->children && (pidwatch_follow_children(&l->targets, t->prog, "pid_filter", PYEBPF_PID_CHILD) ||
+			     pyebpf_bpf_attach_children(t->prog))) ||
 	    bpfprog_open_perf_buffer(t->prog, "events", on_event, l, 1024, 64) || attach_all(t->prog))
 		return -1;
 	snprintf(t->banner, sizeof(t->banner), "Tracing TCP retransmits, losses, resets and zero windows.");
@@ -514,6 +525,8 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "zero_windows_open", open);
 	json_set_int(sum, "unowned", (json_int_t)l->unowned);
 	pyebpf_bpf_set_counters(sum, t->prog, map_counters);
+	record_set_targets(sum, l->targets.skipped,
+			   l->targets.exits + bpfprog_table_sum_u64(t->prog, "counters", TCPLOSS_CNT_CHILDREN_EXITED));
 	summary_end(t, &summary_schema, sum, 0);
 }
 

@@ -573,7 +573,8 @@ def test_target_that_exited_is_said_so(pythons):
     finally:
         p.wait()
     assert res.returncode == 1
-    assert "pystack: pid %d exited before it could be traced" % p.pid in res.stderr, res.stderr
+    assert "pystack: warning: pid %d exited before it could be traced: skipped" % p.pid in res.stderr, res.stderr
+    assert "pystack: no -p pid is left to trace" in res.stderr
     assert "no CPython" not in res.stderr and "/maps" not in res.stderr
 
 

@@ -335,8 +335,9 @@ def test_unknown_option_is_a_usage_error():
 
 def test_pid_that_does_not_exist():
     r = run([tool_path("tcphandshake"), "-p", "999999999"], check=False)
-    assert r.returncode == 2
-    assert "no process with pid 999999999" in r.stderr
+    assert r.returncode == 1
+    assert "no process with pid 999999999: skipped" in r.stderr
+    assert "no -p pid is left to trace" in r.stderr
 
 
 def test_without_privileges_names_the_capabilities():

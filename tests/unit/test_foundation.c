@@ -143,13 +143,18 @@ static void opts_parse_takes_fractional_and_positional_durations(void **state)
 static void opts_parse_rejects_bad_input(void **state)
 {
 	char *unknown[] = { "unittool", "--nope", NULL };
-	char *nopid[] = { "unittool", "-p", "2147483600", NULL };
+	char *nopid[] = { "unittool", "-p", "0", NULL };
+	/* a pid that is no process is the tracker's to skip (pytargets.h), not a usage error */
+	char *gone[] = { "unittool", "-p", "2147483600", NULL };
 	char *operand[] = { "unittool", "extra", NULL };
 	char *zero[] = { "unittool", "-d", "0", NULL };
 	struct common_opts c = { 0 };
 	(void)state;
 	assert_int_equal(opts_parse(&doc, table, 2, unknown, &c, take_min_us, NULL), -1);
 	assert_int_equal(opts_parse(&doc, table, 3, nopid, &c, take_min_us, NULL), -1);
+	assert_int_equal(opts_parse(&doc, table, 3, gone, &c, take_min_us, NULL), 3);
+	assert_int_equal(c.npids, 1);
+	c.npids = 0;
 	assert_int_equal(opts_parse(&doc, table, 2, operand, &c, take_min_us, NULL), -1);
 	assert_int_equal(opts_parse(&doc, table, 3, zero, &c, take_min_us, NULL), -1);
 }
