@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "kheaders.h"
 #include "log.h"
 #include "tracefs.h"
@@ -83,6 +84,23 @@ int cpus_online(int *cpus, int max)
 	return n;
 }
 
+/*
+ * Whether text has a tracepoint program (TRACEPOINT_PROBE(c, e), or a function
+ * tracepoint__c__e): libbcc builds its args from the tracefs format file while it
+ * compiles. Raw tracepoints, perf events and uprobes need no tracefs, so a tool
+ * without tracepoints (pystack, pygc) runs where tracefs is closed to it.
+ */
+static bool uses_tracepoints(const char *text)
+{
+	static const char *const marks[][2] = { { "TRACEPOINT_PROBE(", "RAW_" }, { "tracepoint__", "raw_" } };
+
+	for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++)
+		for (const char *s = text; (s = strstr(s, marks[i][0])); s++)
+			if (s - text < 4 || strncmp(s - 4, marks[i][1], 4))
+				return true;
+	return false;
+}
+
 struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 				const char *kernel_headers)
 {
@@ -91,7 +109,7 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 	char *users_source;
 	int saved_stdout;
 
-	if (tracefs_ensure())
+	if (uses_tracepoints(text) && tracefs_ensure())
 		return NULL;
 	if (kheaders_find(kernel_headers, &kh)) {
 		log_error("cannot write built-in kernel headers: %s", strerror(errno));
@@ -221,6 +239,16 @@ int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary,
 	int prog = bpfprog_prog_fd(p, fn, BPF_PROG_TYPE_KPROBE), fd;
 	char ev[64];
 
+	/*
+	 * The kernel's uprobe PMU takes CAP_SYS_ADMIN (CAP_PERFMON is not enough). Without
+	 * it libbcc falls back to writing tracefs's uprobe_events, which with
+	 * CAP_DAC_OVERRIDE "attaches" probes that never fire: say what is missing instead.
+	 */
+	if (!caps_have(CAP_SYS_ADMIN)) {
+		log_error("needs CAP_SYS_ADMIN to attach uprobes (the kernel's uprobe perf events "
+			  "are root-only; CAP_BPF and CAP_PERFMON are not enough)");
+		return -1;
+	}
 	if (prog < 0)
 		return -1;
 	snprintf(ev, sizeof(ev), "pyebpf_%d_%u", getpid(), probe_seq++);

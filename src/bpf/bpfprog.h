@@ -20,7 +20,7 @@ struct bpfprog;
 
 /*
  * Finds kernel headers (kheaders.h, says which on stderr), mounts tracefs if
- * needed and compiles. libbcc's own stdout messages are sent to stderr. Returns
+ * the text has tracepoint programs and it is missing, and compiles. libbcc's own stdout messages are sent to stderr. Returns
  * NULL after an error message.
  */
 struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,

@@ -131,7 +131,8 @@ int pytargets_add_pid(struct pytargets *ts, pid_t pid)
 	return 0;
 }
 
-struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
+/* pytargets_add; caps_fatal: NULL after an error when pid is unreadable for want of a capability */
+static struct pytarget *add(struct pytargets *ts, pid_t pid, bool watched, bool caps_fatal)
 {
 	struct pyproc_error err;
 	struct pyproc *py;
@@ -144,9 +145,27 @@ struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
 		return NULL;
 	}
 	py = pyproc_open(pid, &err);
-	if (!py)
+	if (!py && err.code == PYPROC_ECAPS && caps_fatal) {
+		log_error("%s", err.msg);
+		return NULL;
+	} else if (!py && err.code == PYPROC_ECAPS && !ts->said_caps) {
+		/* what it costs (Python thread names, stacks) is said once, not per process */
+		log_warn("%s: it is traced without its Python state (and so are others like it)", err.msg);
+		ts->said_caps = true;
+	} else if (!py) {
 		log_debug("%s", err.msg);
+	}
 	return append(ts, pid, py, watched);
+}
+
+struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
+{
+	return add(ts, pid, watched, false);
+}
+
+struct pytarget *pytargets_add_readable(struct pytargets *ts, pid_t pid, bool watched)
+{
+	return add(ts, pid, watched, true);
 }
 
 struct pytarget *pytargets_adopt(struct pytargets *ts, struct pyproc *py, bool watched)

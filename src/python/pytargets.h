@@ -45,6 +45,7 @@ struct pytargets {
 	int alive;              /* ... that have not exited */
 	unsigned long long added; /* targets ever added (the summaries' "processes") */
 	unsigned long long added_python; /* ... of them CPython */
+	bool said_caps;         /* a process was unreadable for want of a capability: warned */
 	struct bpfprog *walker; /* set: each CPython target's layout goes to its py_config */
 	uint64_t next_exits_ns, next_children_ns;
 };
@@ -66,6 +67,12 @@ int pytargets_add_pid(struct pytargets *ts, pid_t pid);
  * full. watched: only when it is CPython.
  */
 struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched);
+/*
+ * pytargets_add, but a CPython this tool lacks a capability to read (CAP_SYS_PTRACE for
+ * another user's process) is an error naming it (NULL), not a target without Python
+ * state: for -p pids whose Python stacks were asked for.
+ */
+struct pytarget *pytargets_add_readable(struct pytargets *ts, pid_t pid, bool watched);
 /*
  * A CPython the caller opened (e.g. a hook planner's): the set owns py from now on.
  * NULL when the set is full or has pyproc_pid(py) already; the caller still owns py then.

@@ -35,6 +35,7 @@
 #include "record.h"
 #include "stackagg.h"
 #include "tpformat.h"
+#include "tracefs.h"
 #include "tracker.h"
 
 extern const char pyloop_bpf_text[];
@@ -241,7 +242,8 @@ static int add_target(struct pyloop *o, pid_t pid)
 		log_error("no process with pid %d", pid);
 		return -1;
 	}
-	pt = pytargets_add(&o->targets, pid, true);
+	/* Python stacks asked for: a CPython unreadable for want of a capability is an error */
+	pt = o->no_stacks ? pytargets_add(&o->targets, pid, true) : pytargets_add_readable(&o->targets, pid, true);
 	if (!pt) {
 		log_error("pid %d not traced", pid);
 		return -1;
@@ -282,6 +284,9 @@ static int prepare(struct tracker *t)
 	struct kbtf *b;
 	int r;
 
+	/* a tracefs we cannot read is said as such, not as missing fields */
+	if (!t->common->print_ebpf && tracefs_ensure())
+		return -1;
 	if (!t->common->print_ebpf && (!tpformat_has_field("sched", "sched_switch", "prev_state") ||
 				       !tpformat_has_field("sched", "sched_switch", "next_pid") ||
 				       !tpformat_has_field("sched", "sched_wakeup", "pid") ||

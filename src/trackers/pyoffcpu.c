@@ -31,6 +31,7 @@
 #include "record.h"
 #include "symbols.h"
 #include "tpformat.h"
+#include "tracefs.h"
 #include "monitor.h"
 #include "tracker.h"
 
@@ -235,7 +236,8 @@ static int add_target(struct pyoffcpu *o, pid_t pid)
 		log_error("no process with pid %d", pid);
 		return -1;
 	}
-	pt = pytargets_add(&o->targets, pid, true);
+	/* Python stacks asked for: a CPython unreadable for want of a capability is an error */
+	pt = o->no_py ? pytargets_add(&o->targets, pid, true) : pytargets_add_readable(&o->targets, pid, true);
 	if (!pt) {
 		log_error("pid %d not traced", pid);
 		return -1;
@@ -260,6 +262,9 @@ static int prepare(struct tracker *t)
 	struct kbtf *b;
 	int r;
 
+	/* a tracefs we cannot read is said as such, not as missing fields */
+	if (!t->common->print_ebpf && tracefs_ensure())
+		return -1;
 	/* the records' layout follows these fields: a kernel without them is named, not misread */
 	if (!t->common->print_ebpf && (!tpformat_has_field("sched", "sched_switch", "prev_state") ||
 				       !tpformat_has_field("sched", "sched_switch", "next_pid") ||
