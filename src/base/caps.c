@@ -2,12 +2,33 @@
 
 #include <errno.h>
 #include <linux/capability.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "log.h"
+
+static unsigned errors;
+
+void caps_error(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_error("%s", msg);
+	errors++;
+}
+
+unsigned caps_errors(void)
+{
+	return errors;
+}
 
 bool caps_have(int cap)
 {
@@ -33,6 +54,7 @@ const char *caps_name(int cap)
 	case CAP_SYS_PTRACE: return "CAP_SYS_PTRACE";
 	case CAP_DAC_READ_SEARCH: return "CAP_DAC_READ_SEARCH";
 	case CAP_DAC_OVERRIDE: return "CAP_DAC_OVERRIDE";
+	case CAP_IPC_LOCK: return "CAP_IPC_LOCK";
 	}
 	snprintf(other, sizeof(other), "CAP_%d", cap);
 	return other;

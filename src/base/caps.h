@@ -20,6 +20,14 @@
 #define CAP_BPF 39
 #endif
 
+/*
+ * log_error for a missing capability (the message names it), counted: a run that goes
+ * on without a failed part (pymonitor) does not go on without one for want of a
+ * capability, which is a deployment's mistake, not the target's.
+ */
+void caps_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* How many caps_error messages were said. */
+unsigned caps_errors(void);
 /* Whether cap (CAP_*) is in this process's effective set. */
 bool caps_have(int cap);
 /*

@@ -47,6 +47,11 @@ extern const struct bpfprog_runtime bpfprog_runtime;
 /* Function tracepoint__CATEGORY__NAME, as BCC names it. */
 int bpfprog_attach_tracepoint(struct bpfprog *p, const char *category, const char *name);
 int bpfprog_attach_raw_tracepoint(struct bpfprog *p, const char *fn, const char *tp);
+/*
+ * Whether uprobes can be attached (CAP_SYS_ADMIN): 0, or -1 after saying (once) that
+ * it is missing. For a tracker that plans uprobes, before its compile.
+ */
+int bpfprog_check_uprobe_caps(void);
 /* offset: file offset in binary (bcc_resolve_symname gives one); pid -1 for all. */
 int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary, uint64_t offset,
 			  pid_t pid, bool retprobe, uint32_t ref_ctr_offset);

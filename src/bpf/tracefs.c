@@ -42,14 +42,14 @@ static int ensure(void)
 	if (tracefs_reach(&denied) == 0)
 		return 0;
 	if (errno == EACCES) {
-		log_error("needs CAP_DAC_READ_SEARCH to read the tracepoint formats and ids in %s "
+		caps_error("needs CAP_DAC_READ_SEARCH to read the tracepoint formats and ids in %s "
 			  "(mode %04o, owned by uid %u)",
 			  roots[0], (unsigned)(denied.st_mode & 07777), (unsigned)denied.st_uid);
 		return -1;
 	}
 	if (mount("nodev", roots[0], "tracefs", 0, NULL) && errno != EBUSY) {
 		if (errno == EPERM && !caps_have(CAP_SYS_ADMIN))
-			log_error("tracefs is not mounted, and mounting it needs CAP_SYS_ADMIN; run as "
+			caps_error("tracefs is not mounted, and mounting it needs CAP_SYS_ADMIN; run as "
 				  "root: mount -t tracefs nodev %s", roots[0]);
 		else
 			log_error("tracefs is not mounted and mounting it failed (%s); run: "

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "jsonfmt.h"
+#include "caps.h"
 #include "log.h"
 #include "procinfo.h"
 
@@ -120,7 +121,10 @@ int pytargets_add_pid(struct pytargets *ts, pid_t pid)
 		return 0;
 	py = pyproc_open(pid, &err);
 	if (!py) {
-		log_error("%s", err.msg);
+		if (err.code == PYPROC_ECAPS)
+			caps_error("%s", err.msg);
+		else
+			log_error("%s", err.msg);
 		return -1;
 	}
 	if (!append(ts, pid, py, true)) {
@@ -146,7 +150,7 @@ static struct pytarget *add(struct pytargets *ts, pid_t pid, bool watched, bool 
 	}
 	py = pyproc_open(pid, &err);
 	if (!py && err.code == PYPROC_ECAPS && caps_fatal) {
-		log_error("%s", err.msg);
+		caps_error("%s", err.msg);
 		return NULL;
 	} else if (!py && err.code == PYPROC_ECAPS && !ts->said_caps) {
 		/* what it costs (Python thread names, stacks) is said once, not per process */

@@ -18,13 +18,13 @@ int lifecycle_check_privileges(void)
 	if (bpf && perfmon)
 		return 0;
 	if (!bpf && !perfmon)
-		log_error("needs CAP_BPF and CAP_PERFMON to load BPF programs and attach them (or root: "
-			  "run with sudo)");
+		caps_error("needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which holds both) to load BPF "
+			   "programs and attach them; or run as root");
 	else if (!bpf)
-		log_error("needs CAP_BPF to load BPF programs and create their maps");
+		caps_error("needs CAP_BPF to load BPF programs and create their maps");
 	else
-		log_error("needs CAP_PERFMON to attach BPF programs to tracepoints and perf events and "
-			  "read kernel memory in them");
+		caps_error("needs CAP_PERFMON to attach BPF programs to tracepoints and perf events and "
+			   "read kernel memory in them");
 	return -1;
 }
 

@@ -318,6 +318,8 @@ static int prepare(struct tracker *t)
 		return 0;
 	if (!(g->hooks = pyhooks_new()) || pyhooks_plan_pids(g->hooks, c->pids, c->npids, &planner))
 		return -1;
+	if (pyhooks_count(g->hooks) && bpfprog_check_uprobe_caps())
+		return -1;
 	if (!(g->text = pyhooks_text(g->hooks, pygil_bpf_text)))
 		return -1;
 	t->text = g->text;
