@@ -55,6 +55,7 @@ const char *caps_name(int cap)
 	case CAP_DAC_READ_SEARCH: return "CAP_DAC_READ_SEARCH";
 	case CAP_DAC_OVERRIDE: return "CAP_DAC_OVERRIDE";
 	case CAP_IPC_LOCK: return "CAP_IPC_LOCK";
+	case CAP_SYSLOG: return "CAP_SYSLOG";
 	}
 	snprintf(other, sizeof(other), "CAP_%d", cap);
 	return other;
