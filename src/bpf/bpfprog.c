@@ -11,8 +11,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "kheaders.h"
 #include "log.h"
 #include "tracefs.h"
@@ -83,6 +85,23 @@ int cpus_online(int *cpus, int max)
 	return n;
 }
 
+/*
+ * Whether text has a tracepoint program (TRACEPOINT_PROBE(c, e), or a function
+ * tracepoint__c__e): libbcc builds its args from the tracefs format file while it
+ * compiles. Raw tracepoints, perf events and uprobes need no tracefs, so a tool
+ * without tracepoints (pystack, pygc) runs where tracefs is closed to it.
+ */
+static bool uses_tracepoints(const char *text)
+{
+	static const char *const marks[][2] = { { "TRACEPOINT_PROBE(", "RAW_" }, { "tracepoint__", "raw_" } };
+
+	for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++)
+		for (const char *s = text; (s = strstr(s, marks[i][0])); s++)
+			if (s - text < 4 || strncmp(s - 4, marks[i][1], 4))
+				return true;
+	return false;
+}
+
 struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 				const char *kernel_headers)
 {
@@ -91,7 +110,7 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 	char *users_source;
 	int saved_stdout;
 
-	if (tracefs_ensure())
+	if (uses_tracepoints(text) && tracefs_ensure())
 		return NULL;
 	if (kheaders_find(kernel_headers, &kh)) {
 		log_error("cannot write built-in kernel headers: %s", strerror(errno));
@@ -209,6 +228,24 @@ int bpfprog_attach_raw_tracepoint(struct bpfprog *p, const char *fn, const char 
 	return add_link(p, fd);
 }
 
+int bpfprog_check_uprobe_caps(void)
+{
+	/*
+	 * The kernel's uprobe PMU takes CAP_SYS_ADMIN (CAP_PERFMON is not enough). Without
+	 * it libbcc falls back to writing tracefs's uprobe_events, which with
+	 * CAP_DAC_OVERRIDE "attaches" probes that never fire: say what is missing instead.
+	 */
+	static bool said;
+
+	if (caps_have(CAP_SYS_ADMIN))
+		return 0;
+	if (!said)
+		caps_error("needs CAP_SYS_ADMIN to attach uprobes and USDT probes (the kernel's uprobe "
+			   "perf events are root-only; CAP_BPF and CAP_PERFMON are not enough)");
+	said = true;
+	return -1;
+}
+
 int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary, uint64_t offset,
 			  pid_t pid, bool retprobe, uint32_t ref_ctr_offset)
 {
@@ -221,7 +258,7 @@ int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary,
 	int prog = bpfprog_prog_fd(p, fn, BPF_PROG_TYPE_KPROBE), fd;
 	char ev[64];
 
-	if (prog < 0)
+	if (bpfprog_check_uprobe_caps() || prog < 0)
 		return -1;
 	snprintf(ev, sizeof(ev), "pyebpf_%d_%u", getpid(), probe_seq++);
 	fd = bpf_attach_uprobe(prog, retprobe ? BPF_PROBE_RETURN : BPF_PROBE_ENTRY, ev, binary,
@@ -305,6 +342,41 @@ static void on_lost(void *ctx, uint64_t lost)
 	((struct perf_buffer *)ctx)->lost += lost;
 }
 
+/* /proc/self/status's VmPin: what perf buffers locked beyond the user's free allowance, KiB. */
+static unsigned long pinned_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	unsigned long kib = 0;
+	char line[128];
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %lu", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/*
+ * Whether a perf buffer of pages (per CPU) was refused for the memlock limit, and so
+ * said: without CAP_IPC_LOCK the kernel lets a user lock perf_event_mlock_kb per CPU,
+ * then RLIMIT_MEMLOCK per process, beyond which mmap fails with EPERM (libbcc prints
+ * "mmap: Operation not permitted" and leaves errno to later calls).
+ */
+static bool memlock_denied(int pages)
+{
+	unsigned long want = (unsigned long)(pages + 1) * ((unsigned long)sysconf(_SC_PAGESIZE) / 1024);
+	struct rlimit rl;
+
+	if (caps_have(CAP_IPC_LOCK) || getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	    pinned_kib() + want <= rl.rlim_cur / 1024)
+		return false;
+	caps_error("needs CAP_IPC_LOCK to lock its perf buffers (%lu KiB per CPU) beyond the memlock "
+		   "limit (%lu KiB, %lu locked already), or a higher limit (systemd: LimitMEMLOCK=)",
+		   want, (unsigned long)(rl.rlim_cur / 1024), pinned_kib());
+	return true;
+}
+
 int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
 			     int pages, int wakeup_events)
 {
@@ -327,8 +399,9 @@ int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event
 		int fd;
 
 		if (!r) {
-			log_error("opening the perf buffer on CPU %d failed: %s", cpus[i],
-				  strerror(errno));
+			if (!memlock_denied(pages))
+				log_error("opening the perf buffer on CPU %d failed: %s", cpus[i],
+					  strerror(errno));
 			return -1;
 		}
 		b->readers[b->nreaders++] = r;

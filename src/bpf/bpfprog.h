@@ -20,7 +20,7 @@ struct bpfprog;
 
 /*
  * Finds kernel headers (kheaders.h, says which on stderr), mounts tracefs if
- * needed and compiles. libbcc's own stdout messages are sent to stderr. Returns
+ * the text has tracepoint programs and it is missing, and compiles. libbcc's own stdout messages are sent to stderr. Returns
  * NULL after an error message.
  */
 struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
@@ -47,6 +47,11 @@ extern const struct bpfprog_runtime bpfprog_runtime;
 /* Function tracepoint__CATEGORY__NAME, as BCC names it. */
 int bpfprog_attach_tracepoint(struct bpfprog *p, const char *category, const char *name);
 int bpfprog_attach_raw_tracepoint(struct bpfprog *p, const char *fn, const char *tp);
+/*
+ * Whether uprobes can be attached (CAP_SYS_ADMIN): 0, or -1 after saying (once) that
+ * it is missing. For a tracker that plans uprobes, before its compile.
+ */
+int bpfprog_check_uprobe_caps(void);
 /* offset: file offset in binary (bcc_resolve_symname gives one); pid -1 for all. */
 int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary, uint64_t offset,
 			  pid_t pid, bool retprobe, uint32_t ref_ctr_offset);

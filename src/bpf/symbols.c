@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "caps.h"
 #include "jsonfmt.h"
+#include "log.h"
 
 /* the least time between two refreshes of one process's symcache */
 #define REFRESH_NS 1000000000ULL
@@ -231,8 +234,18 @@ static int resolve_kernel(struct symbols *s, uint64_t addr, char *buf, size_t le
 	 * libbcc reads kallsyms again at every address while it has no symbol; the top
 	 * address is above every symbol, so a miss there means it has none.
 	 */
-	if (!s->kernel_empty && bcc_symcache_resolve_no_demangle(s->kernel, UINT64_MAX, &sym))
+	if (!s->kernel_empty && bcc_symcache_resolve_no_demangle(s->kernel, UINT64_MAX, &sym)) {
 		s->kernel_empty = true;
+		/*
+		 * libbcc reads kallsyms for euid 0 only (bcc_procutils_each_ksym), and the kernel
+		 * shows its addresses to CAP_SYSLOG only (kptr_restrict 1, or 0 with
+		 * perf_event_paranoid above 1)
+		 */
+		if (geteuid() != 0)
+			log_warn("kernel stacks stay addresses: libbcc reads kernel symbols as root (euid 0) only");
+		else if (!caps_have(CAP_SYSLOG))
+			log_warn("kernel stacks stay addresses: their names (/proc/kallsyms) need CAP_SYSLOG");
+	}
 	snprintf(buf, len, "0x%" PRIx64, addr);
 	return 0;
 }

@@ -327,30 +327,36 @@ int sockdiag_listening_inodes(pid_t pid, unsigned long *inodes, int max)
 	return err ? err : x.n;
 }
 
-bool sockdiag_holds_listener(pid_t pid)
+int sockdiag_holds_listener(pid_t pid)
 {
 	unsigned long inodes[1024];
 	int n = sockdiag_listening_inodes(pid, inodes, 1024);
 	char path[64];
 	struct dirent *d;
-	bool found = false;
+	int found = 0, err = 0;
 	DIR *dir;
 
 	if (n <= 0)
-		return false;
+		return n;
 	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
 	dir = opendir(path);
 	if (!dir)
-		return false;
+		return -errno;
 	while (!found && (d = readdir(dir))) {
 		char fdpath[300], target[64];
 		unsigned long ino;
 		ssize_t len;
 
+		if (d->d_name[0] == '.')
+			continue;
 		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, d->d_name);
 		len = readlink(fdpath, target, sizeof(target) - 1);
-		if (len <= 0)
+		if (len <= 0) {
+			/* another user's fds: listed with CAP_DAC_READ_SEARCH, read with CAP_SYS_PTRACE */
+			if (errno == EACCES || errno == EPERM)
+				err = -EACCES;
 			continue;
+		}
 		target[len] = 0;
 		if (sscanf(target, "socket:[%lu]", &ino) != 1)
 			continue;
@@ -358,5 +364,5 @@ bool sockdiag_holds_listener(pid_t pid)
 			found = inodes[i] == ino;
 	}
 	closedir(dir);
-	return found;
+	return found ? 1 : err;
 }

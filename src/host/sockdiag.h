@@ -53,7 +53,12 @@ void sockdiag_close(struct sockdiag *sd);
  * Returns how many, or -errno.
  */
 int sockdiag_listening_inodes(pid_t pid, unsigned long *inodes, int max);
-/* Whether pid holds one of them (a fd of its /proc/PID/fd): whether it is a server. */
-bool sockdiag_holds_listener(pid_t pid);
+/*
+ * Whether pid holds one of them (a fd of its /proc/PID/fd): whether it is a server.
+ * 1 or 0; -errno when that cannot be told: -EPERM when entering its network namespace
+ * was refused (CAP_SYS_ADMIN), -EACCES when its fds could not be read (another user's
+ * process: CAP_DAC_READ_SEARCH lists them, CAP_SYS_PTRACE reads them).
+ */
+int sockdiag_holds_listener(pid_t pid);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "opts.h"
+#include "outfile.h"
 #include "profdata.h"
 #include "profwrite.h"
 
@@ -44,14 +45,11 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* Before the run, not after it: a FILE that cannot be written (it is created, empty). */
+/* Before the run, not after it: a FILE that cannot be written (nothing is created). */
 static int check_writable(const char *path)
 {
-	FILE *f = fopen(path, "a");
-
-	if (!f)
+	if (outfile_check(path))
 		return opts_usage_error("-o %s: %s", path, strerror(errno));
-	fclose(f);
 	return 0;
 }
 
@@ -83,36 +81,37 @@ static int write_folded(FILE *f, const struct stackagg *agg, const struct profil
 
 int profile_write(const struct profile_out *o, const struct stackagg *agg, const struct profile_meta *m)
 {
+	struct outfile out;
 	struct profdata d;
-	FILE *f = NULL;
-	int r;
+	int r, e;
 
 	if (!o->path)
 		return 0;
-	if (o->format == PROFILE_FOLDED || o->format == PROFILE_SVG || o->format == PROFILE_SPEEDSCOPE) {
-		f = fopen(o->path, "w");
-		if (!f) {
-			log_error("-o %s: %s", o->path, strerror(errno));
-			return -1;
-		}
+	/* whole or not at all: a profile of that name from an earlier run stays until this one is written */
+	if (outfile_open(&out, o->path)) {
+		log_error("-o %s: %s", o->path, strerror(errno));
+		return -1;
 	}
 	if (o->format == PROFILE_FOLDED) {
-		r = write_folded(f, agg, m);
+		r = write_folded(out.f, agg, m);
 	} else if (profdata_build(&d, agg, m)) {
 		r = -1;
 		errno = ENOMEM;
 	} else {
 		if (o->format == PROFILE_SVG)
-			r = flamesvg_write(f, &d);
+			r = flamesvg_write(out.f, &d);
 		else if (o->format == PROFILE_SPEEDSCOPE)
-			r = speedscope_write(f, &d);
+			r = speedscope_write(out.f, &d);
 		else
-			r = pprof_write(o->path, &d);
+			r = pprof_write(out.tmp, &d); /* it opens the file itself (gzip) */
 		profdata_free(&d);
 	}
-	if (f && fclose(f) && !r)
+	e = errno;
+	if (outfile_close(&out, r == 0) && !r) {
 		r = -1;
+		e = errno;
+	}
 	if (r)
-		log_error("-o %s: not written: %s", o->path, strerror(errno));
+		log_error("-o %s: not written: %s", o->path, strerror(e));
 	return r;
 }

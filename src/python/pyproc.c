@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "elfsyms.h"
 #include "procinfo.h"
 #include "pywalk.h"
@@ -296,6 +297,25 @@ static void unshare(struct pyproc *p)
 	}
 }
 
+/*
+ * Whether p's memory can be read at addr (its _PyRuntime). Before the version:
+ * 3.8 to 3.10 have no Py_Version and would pass on their file name alone, to fail
+ * at every walk. A read another uid's process refuses names the capability.
+ */
+static bool readable(struct pyproc *p, uint64_t addr, struct pyproc_error *err)
+{
+	char byte;
+
+	if (pyproc_read(p, addr, &byte, 1) == 0)
+		return true;
+	if (!err || !caps_explain_ptrace(p->pid, "memory", errno, err->msg, sizeof(err->msg)))
+		set_error(err, PYPROC_EREAD, "cannot read the memory of pid %d: %s", p->pid,
+			  strerror(errno));
+	else
+		err->code = PYPROC_ECAPS;
+	return false;
+}
+
 static struct pyproc *open_new(pid_t pid, unsigned long long started, struct pyproc_error *err)
 {
 	struct pyproc *p = calloc(1, sizeof(*p));
@@ -323,7 +343,10 @@ static struct pyproc *open_new(pid_t pid, unsigned long long started, struct pyp
 	}
 	n = read_maps(pid, &maps);
 	if (n < 0) {
-		set_error(err, PYPROC_ENOPROC, "cannot read /proc/%d/maps: %s", pid, strerror(errno));
+		if (!err || !caps_explain_ptrace(pid, "memory map", errno, err->msg, sizeof(err->msg)))
+			set_error(err, PYPROC_ENOPROC, "cannot read /proc/%d/maps: %s", pid, strerror(errno));
+		else
+			err->code = PYPROC_ECAPS;
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
@@ -356,7 +379,7 @@ static struct pyproc *open_new(pid_t pid, unsigned long long started, struct pyp
 		set_error(err, PYPROC_ENOTPYTHON, "no CPython found in pid %d (comm \"%s\")", pid, comm);
 		goto fail;
 	}
-	if (detect_version(p, err) || load_offsets(p, err))
+	if (!readable(p, p->runtime, err) || detect_version(p, err) || load_offsets(p, err))
 		goto fail;
 	free(maps);
 	return p;

@@ -34,6 +34,7 @@ enum pyproc_errcode {
 	PYPROC_ENOTPYTHON,   /* no module defining _PyRuntime (and none named like python) */
 	PYPROC_EUNSUPPORTED, /* a Python, but a version outside PYPROC_RANGE_STR */
 	PYPROC_EREAD,        /* the module is there but its memory/ELF could not be read */
+	PYPROC_ECAPS,        /* a capability is missing to read it (msg names it) */
 };
 
 struct pyproc_error {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "jsonfmt.h"
+#include "caps.h"
 #include "kbtf.h"
 #include "pyebpf_bpf.h"
 #include "log.h"
@@ -164,6 +165,12 @@ static bool add_root(struct pytargets *ts, pid_t pid, enum pytargets_need need, 
 		goto skip;
 	}
 	py = pyproc_open(pid, &err);
+	/* Python state asked for, a capability missing: the deployment's mistake, said as such */
+	if (!py && err.code == PYPROC_ECAPS && (need == PYTARGETS_CPYTHON || without_python)) {
+		caps_error("%s", err.msg);
+		ts->skipped++;
+		return false;
+	}
 	if (!py && need == PYTARGETS_CPYTHON && !ts->children) {
 		snprintf(why, sizeof(why), "%s", err.msg);
 		goto skip;
@@ -216,8 +223,13 @@ struct pytarget *pytargets_add(struct pytargets *ts, pid_t pid, bool watched)
 		return NULL;
 	}
 	py = pyproc_open(pid, &err);
-	if (!py)
+	if (!py && err.code == PYPROC_ECAPS && !ts->said_caps) {
+		/* what it costs (Python thread names, stacks) is said once, not per process */
+		log_warn("%s: it is traced without its Python state (and so are others like it)", err.msg);
+		ts->said_caps = true;
+	} else if (!py) {
 		log_debug("%s", err.msg);
+	}
 	return append(ts, pid, py, watched && py);
 }
 

@@ -51,6 +51,7 @@ struct pytargets {
 	unsigned long long added_python; /* ... of them CPython */
 	unsigned long long skipped; /* -p pids skipped: gone, or not a CPython this can read (the summaries' skipped_targets) */
 	unsigned long long exits;   /* watched targets that exited during the run (exited_targets) */
+	bool said_caps;         /* a process was unreadable for want of a capability: warned */
 	struct bpfprog *walker; /* set: each CPython target's layout goes to its py_config */
 	int pid_map;            /* >= 0: a BPF hash u32 pid -> u8 holding every target (pytargets_set_pid_map) */
 	int forget_map;         /* >= 0: a BPF hash keyed by u32 pid whose entry goes when its target goes */

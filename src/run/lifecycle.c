@@ -1,38 +1,30 @@
 #include "lifecycle.h"
 
-#include <linux/capability.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "caps.h"
 #include "log.h"
-
-#ifndef CAP_PERFMON
-#define CAP_PERFMON 38
-#endif
-#ifndef CAP_BPF
-#define CAP_BPF 39
-#endif
 
 /* The one process-wide state: a signal handler can set nothing else. */
 static volatile sig_atomic_t stop_signal;
 
-static bool has_cap(const struct __user_cap_data_struct d[2], int cap)
-{
-	return d[cap / 32].effective & (1u << (cap % 32));
-}
-
 int lifecycle_check_privileges(void)
 {
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
+	/* CAP_SYS_ADMIN holds both (the kernel's bpf_capable and perfmon_capable) */
+	bool bpf = caps_have(CAP_BPF) || caps_have(CAP_SYS_ADMIN);
+	bool perfmon = caps_have(CAP_PERFMON) || caps_have(CAP_SYS_ADMIN);
 
-	memset(d, 0, sizeof(d));
-	if (syscall(SYS_capget, &h, d) == 0 &&
-	    (has_cap(d, CAP_SYS_ADMIN) || (has_cap(d, CAP_BPF) && has_cap(d, CAP_PERFMON))))
+	if (bpf && perfmon)
 		return 0;
-	log_error("needs root, or the capabilities CAP_BPF and CAP_PERFMON (run with sudo)");
+	if (!bpf && !perfmon)
+		caps_error("needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which holds both) to load BPF "
+			   "programs and attach them; or run as root");
+	else if (!bpf)
+		caps_error("needs CAP_BPF to load BPF programs and create their maps");
+	else
+		caps_error("needs CAP_PERFMON to attach BPF programs to tracepoints and perf events and "
+			   "read kernel memory in them");
 	return -1;
 }
 

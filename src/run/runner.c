@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caps.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "jsonfmt.h"
@@ -113,12 +114,18 @@ static void say_started(struct tracker *const *trackers, int n)
 /*
  * Tracker i could not prepare, compile or start. Strict: the run fails. Lenient
  * (runner_run_each): a warning naming it, it leaves the run (its caller frees it),
- * and the others go on; false when none is left.
+ * and the others go on; false when none is left, or when a capability was missing
+ * (caps_error): then the run fails too.
  */
 static bool leave(struct tracker **trackers, int *n, int *i, bool lenient, const char *what)
 {
 	if (!lenient)
 		return false;
+	/* a missing capability is the deployment's mistake: said, and the run fails (not a warning) */
+	if (caps_errors()) {
+		log_error("%s could not %s for want of that capability", trackers[*i]->ops->name, what);
+		return false;
+	}
 	log_warn("%s could not %s: running without it", trackers[*i]->ops->name, what);
 	memmove(trackers + *i, trackers + *i + 1, (size_t)(*n - *i - 1) * sizeof(*trackers));
 	(*n)--;

@@ -1,15 +1,21 @@
 /*
  * The SQLite sink: the tables of dbtable.h in one database file, in WAL mode so it
  * can be queried while it is written, one transaction per batch (the runner's flush
- * after every poll ends it).
+ * after every poll ends it). Nothing is written before the run has begun: the open
+ * only checks (read-only), and the database is set up at the first record or flush,
+ * which come after every tracker started; a run that fails before leaves an existing
+ * file byte for byte as it was, and makes none.
  */
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "dbsinks.h"
 #include "dbtable.h"
 #include "log.h"
+#include "outfile.h"
 
 #define MAX_TABLES 32
 
@@ -24,6 +30,7 @@ struct sqlite_sink {
 	sqlite3 *db;
 	const char *path;
 	bool in_txn;
+	bool set_up; /* the database is open for writing, its tables made (setup) */
 	int failed; /* a write failed: results are lost from then on */
 	int ntables;
 	struct sqlite_table tables[MAX_TABLES];
@@ -112,6 +119,8 @@ static void bind(sqlite3_stmt *st, int i, json_t *v)
 		sqlite3_bind_null(st, i);
 }
 
+static int setup(struct sqlite_sink *q);
+
 static void sqlite_record(struct sink *s, const struct schema *sc, json_t *obj)
 {
 	struct sqlite_sink *q = (struct sqlite_sink *)s;
@@ -121,7 +130,7 @@ static void sqlite_record(struct sink *s, const struct schema *sc, json_t *obj)
 	json_t *v;
 	int i = 1;
 
-	if (!st || q->failed)
+	if (!st || q->failed || setup(q))
 		return;
 	if (!q->in_txn) {
 		if (exec(q, "BEGIN")) {
@@ -150,6 +159,9 @@ static void sqlite_flush(struct sink *s)
 {
 	struct sqlite_sink *q = (struct sqlite_sink *)s;
 
+	/* the runner flushes after every poll of a started run: its tables exist from then on */
+	if (!q->failed)
+		setup(q);
 	if (!q->in_txn)
 		return;
 	q->in_txn = false;
@@ -167,7 +179,9 @@ static int sqlite_close(struct sink *s)
 	struct sqlite_sink *q = (struct sqlite_sink *)s;
 	int rc;
 
-	sqlite_flush(s);
+	/* a run that never began writes nothing (setup is the first write) */
+	if (q->set_up)
+		sqlite_flush(s);
 	for (int i = 0; i < q->ntables; i++) {
 		if (q->tables[i].rows)
 			log_info("sqlite: %s: %lu rows into %s", q->tables[i].t.name, q->tables[i].rows, q->path);
@@ -202,52 +216,110 @@ static const struct sink_ops sqlite_ops = {
 	.close = sqlite_close,
 };
 
-struct sink *sink_sqlite_open(const char *path, const struct schema *const *schemas, int n)
+/* The database opened for writing in WAL mode, its tables made: once, at the run's first write. */
+static int setup(struct sqlite_sink *q)
 {
-	struct sqlite_sink *q = calloc(1, sizeof(*q));
 	char *mode = NULL;
+	sqlite3_stmt *st;
 
-	if (!q)
-		return NULL;
-	q->base.ops = &sqlite_ops;
-	q->path = path;
-	if (sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-		log_error("cannot open the SQLite database %s: %s", path, q->db ? sqlite3_errmsg(q->db) : "out of memory");
+	if (q->set_up)
+		return 0;
+	q->set_up = true;
+	if (sqlite3_open_v2(q->path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+		log_error("cannot open the SQLite database %s: %s", q->path, q->db ? sqlite3_errmsg(q->db) : "out of memory");
 		goto fail;
 	}
 	sqlite3_busy_timeout(q->db, 5000);
 	/* WAL: readers see the last committed batch while the next one is written */
 	if (exec(q, "PRAGMA journal_mode=WAL") || exec(q, "PRAGMA synchronous=NORMAL"))
 		goto fail;
-	{
-		sqlite3_stmt *st;
-		if (sqlite3_prepare_v2(q->db, "PRAGMA journal_mode", -1, &st, NULL) == SQLITE_OK &&
-		    sqlite3_step(st) == SQLITE_ROW)
-			mode = strdup((const char *)sqlite3_column_text(st, 0));
-		sqlite3_finalize(st);
-	}
+	if (sqlite3_prepare_v2(q->db, "PRAGMA journal_mode", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		mode = strdup((const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
 	if (!mode || strcmp(mode, "wal")) {
-		log_error("SQLite database %s: cannot use WAL mode (journal mode is %s)", path, mode ? mode : "?");
+		log_error("SQLite database %s: cannot use WAL mode (journal mode is %s)", q->path, mode ? mode : "?");
 		goto fail;
 	}
 	free(mode);
-	mode = NULL;
+	for (int i = 0; i < q->ntables; i++)
+		if (setup_table(q, &q->tables[i]))
+			goto fail;
+	return 0;
+fail:
+	free(mode);
+	q->failed = 1;
+	return -1;
+}
+
+/*
+ * What setup will meet, read-only: a file there must be a database whose tables of
+ * these names have as many columns as their records; with no file, its directory must
+ * take one. 0, or -1 after saying what is wrong.
+ */
+static int check(struct sqlite_sink *q)
+{
+	sqlite3 *db = NULL;
+	struct stat sb;
+	int rc = -1;
+
+	if (stat(q->path, &sb) != 0) {
+		if (errno == ENOENT && outfile_check(q->path) == 0)
+			return 0;
+		log_error("cannot open the SQLite database %s: %s", q->path, strerror(errno));
+		return -1;
+	}
+	if (outfile_check(q->path)) {
+		log_error("cannot open the SQLite database %s: %s", q->path, strerror(errno));
+		return -1;
+	}
+	if (sqlite3_open_v2(q->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL) != SQLITE_OK) {
+		log_error("cannot open the SQLite database %s: %s", q->path, db ? sqlite3_errmsg(db) : "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < q->ntables; i++) {
+		char sql[300];
+		sqlite3_stmt *st;
+		int cols = 0;
+
+		snprintf(sql, sizeof(sql), "PRAGMA table_info(\"%s\")", q->tables[i].t.name);
+		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+			goto out;
+		while (sqlite3_step(st) == SQLITE_ROW)
+			cols++;
+		sqlite3_finalize(st);
+		if (cols && cols != q->tables[i].t.ncols) {
+			log_error("SQLite database %s: table %s has %d columns, not the %d of its records", q->path,
+				  q->tables[i].t.name, cols, q->tables[i].t.ncols);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	sqlite3_close(db);
+	return rc;
+}
+
+struct sink *sink_sqlite_open(const char *path, const struct schema *const *schemas, int n)
+{
+	struct sqlite_sink *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return NULL;
+	q->base.ops = &sqlite_ops;
+	q->path = path;
 	for (int i = 0; i < n && q->ntables < MAX_TABLES; i++) {
-		struct sqlite_table *st = &q->tables[q->ntables];
-		if (dbtable_init(&st->t, schemas[i])) {
+		if (dbtable_init(&q->tables[q->ntables].t, schemas[i])) {
 			log_error("record %s has too many fields for a table", schemas[i]->metric);
 			goto fail;
 		}
 		q->ntables++;
-		if (setup_table(q, st))
-			goto fail;
 	}
+	if (check(q))
+		goto fail;
 	return &q->base;
 fail:
-	free(mode);
-	for (int i = 0; i < q->ntables; i++)
-		sqlite3_finalize(q->tables[i].insert);
-	sqlite3_close(q->db);
 	free(q);
 	return NULL;
 }

@@ -349,6 +349,8 @@ static int prepare(struct tracker *t)
 	g->targets.children = g->children;
 	if (!(g->hooks = pyhooks_new()) || plan_hooks(g))
 		return -1;
+	if (!t->common->print_ebpf && pyhooks_count(g->hooks) && bpfprog_check_uprobe_caps())
+		return -1;
 	if (!(g->text = pyhooks_text(g->hooks, pygc_bpf_text)))
 		return -1;
 	t->text = g->text;

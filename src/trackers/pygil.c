@@ -314,6 +314,8 @@ static int prepare(struct tracker *t)
 	g->targets.skipped = (unsigned long long)(c->npids - n);
 	if (!n)
 		return tracker_no_targets(t);
+	if (pyhooks_count(g->hooks) && bpfprog_check_uprobe_caps())
+		return -1;
 	if (!(g->text = pyhooks_text(g->hooks, pygil_bpf_text)))
 		return -1;
 	t->text = g->text;

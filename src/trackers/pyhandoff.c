@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "caps.h"
 #include "kbtf.h"
 #include "lathist.h"
 #include "log.h"
@@ -195,10 +197,32 @@ static pid_t listening_child(pid_t pid)
 	pid_t found = 0;
 
 	for (int i = 0; i < n && !found; i++)
-		if (kids[i].ppid == pid && sockdiag_holds_listener(kids[i].pid))
+		if (kids[i].ppid == pid && sockdiag_holds_listener(kids[i].pid) == 1)
 			found = kids[i].pid;
 	free(kids);
 	return found;
+}
+
+/*
+ * Whether pid listens could not be told (err from sockdiag_holds_listener): the
+ * capability that was missing, never "no listening socket".
+ */
+static void say_unchecked(pid_t pid, const char *comm, int err)
+{
+	static const int fds[] = { CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH };
+	char missing[64], path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (err == -EPERM && !caps_have(CAP_SYS_ADMIN))
+		log_warn("pid %d (comm \"%s\") is in another network namespace, and entering it to look "
+			 "for its listening sockets needs CAP_SYS_ADMIN: not checked", pid, comm);
+	else if (err == -EACCES && caps_missing(fds, 2, missing, sizeof(missing)) && stat(path, &st) == 0)
+		log_warn("needs %s to read pid %d's fds (owned by uid %u) and look for its listening "
+			 "sockets: not checked", missing, pid, (unsigned)st.st_uid);
+	else
+		log_warn("cannot tell whether pid %d (comm \"%s\") holds a listening TCP socket: %s",
+			 pid, comm, strerror(-err));
 }
 
 /*
@@ -216,9 +240,13 @@ static pid_t check_targets(const struct pidwatch *w, bool children)
 	for (int i = 0; i < w->npids; i++) {
 		pid_t pid = w->pids[i], worker;
 		char comm[32] = "?";
+		int listens;
 
 		procinfo_comm(pid, pid, comm, sizeof(comm));
-		if (!sockdiag_holds_listener(pid))
+		listens = sockdiag_holds_listener(pid);
+		if (listens < 0)
+			say_unchecked(pid, comm, listens);
+		else if (!listens)
 			log_warn("pid %d (comm \"%s\") holds no listening TCP socket: it does not look like "
 				 "a server%s; tracing it anyway", pid, comm,
 				 children ? " (its children may be)" : "");

@@ -34,6 +34,7 @@
 #include "stackagg.h"
 #include "summary.h"
 #include "tpformat.h"
+#include "tracefs.h"
 #include "tracker.h"
 
 extern const char pyloop_bpf_text[];
@@ -254,6 +255,9 @@ static int prepare(struct tracker *t)
 	struct pyloop *o = (struct pyloop *)t;
 	struct cflags *cf = &t->cflags;
 
+	/* a tracefs we cannot read is said as such, not as missing fields */
+	if (!t->common->print_ebpf && tracefs_ensure())
+		return -1;
 	if (!t->common->print_ebpf && (!tpformat_has_field("sched", "sched_switch", "prev_state") ||
 				       !tpformat_has_field("sched", "sched_switch", "next_pid") ||
 				       !tpformat_has_field("sched", "sched_wakeup", "pid") ||

@@ -30,6 +30,7 @@
 #include "summary.h"
 #include "symbols.h"
 #include "tpformat.h"
+#include "tracefs.h"
 #include "monitor.h"
 #include "tracker.h"
 
@@ -224,6 +225,9 @@ static int prepare(struct tracker *t)
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 	struct cflags *cf = &t->cflags;
 
+	/* a tracefs we cannot read is said as such, not as missing fields */
+	if (!t->common->print_ebpf && tracefs_ensure())
+		return -1;
 	/* the records' layout follows these fields: a kernel without them is named, not misread */
 	if (!t->common->print_ebpf && (!tpformat_has_field("sched", "sched_switch", "prev_state") ||
 				       !tpformat_has_field("sched", "sched_switch", "next_pid") ||

@@ -219,6 +219,21 @@ def man_tagged(tool, section):
     return [lines[i + 1] for i, l in enumerate(lines[:-1]) if l.startswith(".TP")]
 
 
+def man_capabilities(tool):
+    """(needed, conditional): the capabilities REQUIREMENTS lists, in its order. A tag
+    `.B CAP_X` is needed in every run; `.BR CAP_X " (when ...)"` only in the case named."""
+    import re
+    needed, conditional = [], []
+    for tag in man_tagged(tool, "REQUIREMENTS"):
+        m = re.match(r'\.B (CAP_[A-Z_]+)$', tag)
+        if m:
+            needed.append(m.group(1))
+        m = re.match(r'\.BR (CAP_[A-Z_]+) " \(', tag)
+        if m:
+            conditional.append(m.group(1))
+    return needed, conditional
+
+
 def man_options(tool):
     """{(short or None, long)} as the OPTIONS section of the man page lists them."""
     import re

@@ -108,7 +108,8 @@ def test_without_privileges_the_one_message_is_the_privileges(tool):
              "-d", "1", "-p", "1"], check=False)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert r.stderr.splitlines() == [
-        "%s: needs root, or the capabilities CAP_BPF and CAP_PERFMON (run with sudo)" % tool], r.stderr
+        "%s: needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which holds both) to load BPF "
+        "programs and attach them; or run as root" % tool], r.stderr
 
 
 INTERVAL_TOOLS = [t for t in TOOLS if ("i", "interval") in help_options(t)]
