@@ -17,6 +17,8 @@ int pyproc_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
 		errno = EFAULT;
 		return -1;
 	}
+	if (p->read_mem)
+		return p->read_mem(p, addr, buf, len);
 	if (!p->use_mem_fd) {
 		struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
 		n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);

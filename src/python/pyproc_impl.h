@@ -55,6 +55,10 @@ struct pyproc {
 	} unnamed[UNNAMED_MAX];   /* tids a reread did not name, and when */
 	unsigned unnamed_next;
 	struct pytasks *tasks;    /* asyncio tasks (pytasks.c), NULL until asked */
+	/* when set, what pyproc_read and pyproc_symbol answer instead of the process and its
+	   ELF file: tests/fuzz/fuzz_pymem.c's memory image */
+	int (*read_mem)(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
+	uint64_t (*symbol)(const struct pyproc *p, const char *name);
 };
 
 /* pyobjects.c */
