@@ -204,7 +204,7 @@ fuzz-build: $(FUZZ_ALL:%=$(BUILD)/fuzz/fuzz_%)
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(BUILD)/libpyebpf.a
 	$(call say,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) -Isrc $(PKG_CFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(PKG_LIBS) -lelf -lz -lm
+	$(Q)$(CC) $(CPPFLAGS) -Isrc $(PKG_CFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libpyebpf.a $(PKG_LIBS) -lelf -lz -lm
 
 clean:
 	rm -rf build build-san build-clang build-fuzz

@@ -99,6 +99,9 @@ int pyproc_read_str(const struct pyproc *p, uint64_t obj, char *buf, size_t len)
 		return -1; /* not a compact str: code and thread names always are */
 	if ((uint64_t)length > sizeof(raw) / kind)
 		length = (int64_t)(sizeof(raw) / kind);
+	/* each character takes a byte of buf at least: more are not read (dict keys: 64) */
+	if ((uint64_t)length > len - 1)
+		length = (int64_t)(len - 1);
 	nbytes = (size_t)length * kind;
 	if (state & 0x40) { /* compact ASCII */
 		if (pyproc_read(p, obj + o->unicode_ascii_data, raw, nbytes))

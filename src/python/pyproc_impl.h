@@ -46,6 +46,7 @@ struct pyproc {
 	struct pythread *names;   /* NAMES_MAX threads, for their names (pythreads.c) */
 	int nnames;
 	uint64_t names_read_ns;   /* when names was read */
+	uint64_t names_took_ns;   /* how long that took */
 	uint64_t active, active_type; /* threading._active once found, and its type */
 	int64_t reread_budget_ns; /* for rereads on behalf of new threads (pythreads.c) */
 	uint64_t budget_at_ns;    /* when the budget last grew */

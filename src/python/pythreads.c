@@ -175,17 +175,25 @@ int pyproc_threads(struct pyproc *p, struct pythread *out, int max)
 	return n;
 }
 
-/* The names table read now, at most every min_ns; false when it could not be made. */
+/*
+ * The names table read now, at most every min_ns, and (min_ns > 0) not before 10 times
+ * as long as the last read took has passed: a target whose lists make a read slow
+ * (huge dicts, tests/fuzz/corpus/pymem/slow-*) would have the tool reading it all
+ * the time. False when the table could not be made.
+ */
 static bool reread_names(struct pyproc *p, uint64_t now, uint64_t min_ns)
 {
 	if (!p->names && !(p->names = calloc(NAMES_MAX, sizeof(*p->names))))
 		return false;
+	if (min_ns && min_ns < 10 * p->names_took_ns)
+		min_ns = 10 * p->names_took_ns;
 	if (p->names_read_ns && now - p->names_read_ns < min_ns)
 		return true;
 	p->names_read_ns = now;
 	p->nnames = pyproc_threads(p, p->names, NAMES_MAX);
 	if (p->nnames < 0)
 		p->nnames = 0;
+	p->names_took_ns = time_mono_ns() - now;
 	return true;
 }
 

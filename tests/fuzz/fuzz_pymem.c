@@ -58,18 +58,34 @@ static struct {
 	size_t size;
 	struct pymem_header h;
 	struct region r[MAX_REGIONS];
-	int n, last;
+	int n;
 } in;
 
-static int image_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
+static int by_addr(const void *a, const void *b)
 {
+	const struct region *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Regions are sorted by address: the nearest ones at or below addr are looked at. */
+__attribute__((no_sanitize("coverage"))) static int image_read(const struct pyproc *p, uint64_t addr,
+								void *buf, size_t len)
+{
+	int lo = 0, hi = in.n;
+
 	(void)p;
-	for (int k = 0; k < in.n; k++) {
-		int i = (in.last + k) % in.n;
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (in.r[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (int i = lo - 1; i >= 0 && i >= lo - 64; i--) {
 		const struct region *r = &in.r[i];
-		if (addr >= r->addr && addr - r->addr <= r->len && len <= r->len - (addr - r->addr)) {
+		if (addr - r->addr <= r->len && len <= r->len - (addr - r->addr)) {
 			memcpy(buf, r->bytes + (addr - r->addr), len);
-			in.last = i;
 			return 0;
 		}
 	}
@@ -96,14 +112,32 @@ static uint64_t image_symbol(const struct pyproc *p, const char *name)
 	return 0;
 }
 
+static void image_close(struct pyproc *p)
+{
+	if (p && p->codes)
+		for (int i = 0; i < CODE_CACHE_SIZE; i++) {
+			free(p->codes[i].table);
+			p->codes[i].table = NULL;
+			p->codes[i].code = 0;
+		}
+	if (p)
+		p->codes = NULL;
+	pyproc_close(p);
+}
+
 /* A handle as pyproc_open makes one, but reading through the hooks. NULL when no offsets. */
 static struct pyproc *image_open(int (*read)(const struct pyproc *, uint64_t, void *, size_t))
 {
+	/* the code cache (3 MB) is the handles' one, emptied by image_close: a calloc each was most of a run */
+	static struct code_entry *codes;
 	struct pyproc *p = calloc(1, sizeof(*p));
 	int minor = 8 + in.h.minor % 8;
 
-	if (!p || !(p->codes = calloc(CODE_CACHE_SIZE, sizeof(*p->codes))))
+	if (!codes)
+		codes = calloc(CODE_CACHE_SIZE, sizeof(*codes));
+	if (!p || !codes)
 		goto fail;
+	p->codes = codes;
 	p->refs = 1;
 	p->pid = p->ns_pid = getpid();
 	p->mem_fd = -1;
@@ -124,7 +158,7 @@ static struct pyproc *image_open(int (*read)(const struct pyproc *, uint64_t, vo
 	}
 	return p;
 fail:
-	pyproc_close(p);
+	image_close(p);
 	return NULL;
 }
 
@@ -174,7 +208,7 @@ static void take_input(const uint8_t *data, size_t size)
 
 	in.data = data;
 	in.size = size;
-	in.n = in.last = 0;
+	in.n = 0;
 	memset(&in.h, 0, sizeof(in.h));
 	memcpy(&in.h, data, size < sizeof(in.h) ? size : sizeof(in.h));
 	while (size >= at && size - at >= 12 && in.n < MAX_REGIONS) {
@@ -187,6 +221,7 @@ static void take_input(const uint8_t *data, size_t size)
 		r->bytes = data + at;
 		at += r->len;
 	}
+	qsort(in.r, (size_t)in.n, sizeof(in.r[0]), by_addr);
 }
 
 #ifndef PYMEM_RECORD
@@ -199,7 +234,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	p = image_open(image_read);
 	if (p) {
 		exercise(p);
-		pyproc_close(p);
+		image_close(p);
 	}
 	return 0;
 }
@@ -295,7 +330,7 @@ int main(int argc, char **argv)
 		struct pyproc *p = image_open(record_read);
 		if (p) {
 			exercise(p);
-			pyproc_close(p);
+			image_close(p);
 		}
 	}
 	fclose(out);
