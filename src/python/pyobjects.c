@@ -148,7 +148,8 @@ int pyproc_read_long(const struct pyproc *p, uint64_t obj, int64_t *out)
 	} else {
 		int64_t size = (int64_t)head;
 		neg = size < 0;
-		ndigits = (uint64_t)(size < 0 ? -size : size);
+		/* unsigned: a hostile INT64_MIN has no signed negation (tests/fuzz/corpus/pymem/long-*) */
+		ndigits = size < 0 ? 0 - (uint64_t)size : (uint64_t)size;
 	}
 	if (ndigits > 3)
 		return -1;
@@ -156,7 +157,7 @@ int pyproc_read_long(const struct pyproc *p, uint64_t obj, int64_t *out)
 		return -1;
 	for (uint64_t i = 0; i < ndigits; i++)
 		v |= (uint64_t)(digits[i] & 0x3fffffff) << (30 * i);
-	*out = neg ? -(int64_t)v : (int64_t)v;
+	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
 	return 0;
 }
 

@@ -15,8 +15,9 @@
 
 #include "run/sink_clickhouse.c"
 
+/* the harness's copy of the input: a late connection may still be answered after it returned */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static const uint8_t *reply;
+static uint8_t *reply;
 static size_t reply_len;
 
 /* Reads a request to the end of its headers (its body is empty), answers, closes. */
@@ -39,7 +40,7 @@ static void *serve(void *arg)
 				break;
 		}
 		pthread_mutex_lock(&lock);
-		for (size_t at = 0; at < reply_len && (n = write(fd, reply + at, reply_len - at)) > 0;)
+		for (size_t at = 0; at < reply_len && (n = send(fd, reply + at, reply_len - at, MSG_NOSIGNAL)) > 0;)
 			at += (size_t)n;
 		pthread_mutex_unlock(&lock);
 		shutdown(fd, SHUT_WR);
@@ -85,7 +86,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	pthread_mutex_lock(&lock);
-	reply = data;
+	free(reply);
+	reply = malloc(size ? size : 1);
+	memcpy(reply, data, size);
 	reply_len = size;
 	pthread_mutex_unlock(&lock);
 	check_server(c, h);

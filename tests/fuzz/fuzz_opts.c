@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static struct opt table[128];
 	struct tracker_ops ops;
 	struct common_opts common = { 0 };
-	struct sink_opts sink;
+	struct sink_opts sink = { 0 };
 	struct tracker *t;
 	char *argv[MAX_ARGS + 2], *args;
 	int argc = 1, n = 0;
@@ -41,13 +41,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t at = 0; at < size - 1 && argc < MAX_ARGS; at += strlen(args + at) + 1)
 		argv[argc++] = args + at;
 	argv[argc] = NULL;
-	sinkopts_init(&sink);
 	common.sink = &sink;
 	t = tracker_new(&ops, &common);
 	if (t) {
 		tracker_parse_args(t, &doc, &common, argc, argv);
 		tracker_free(t);
 	}
+	free(sink.ch_password);
 	free(args);
 	return 0;
 }
