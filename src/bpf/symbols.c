@@ -3,6 +3,10 @@
 
 #include <bcc/bcc_syms.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -274,9 +278,41 @@ void symbols_frame_name(struct symbols *s, pid_t pid, uint64_t addr, char *buf, 
 	snprintf(buf, len, "%s [%s]", raw, mod + 1);
 }
 
+bool symbols_elf_sane(const char *binary)
+{
+	Elf_Scn *scn = NULL;
+	bool sane = false;
+	Elf *elf;
+	int fd;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return false;
+	fd = open(binary, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF) {
+		sane = true;
+		while (sane && (scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+			if (!gelf_getshdr(scn, &sh))
+				sane = false;
+			else if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
+				sane = sh.sh_entsize == gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+		}
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return sane;
+}
+
 int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, uint64_t *offset)
 {
 	struct bcc_symbol sym = { 0 };
+
+	if (!symbols_elf_sane(binary))
+		return -1;
 
 	/* with no symbol name, libbcc only maps the address through the PT_LOAD segments */
 	if (bcc_resolve_symname(binary, name, name ? 0 : vaddr, 0, NULL, &sym) < 0)

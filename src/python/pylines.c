@@ -1,5 +1,7 @@
 #include "pylines.h"
 
+#include <limits.h>
+
 int pylines_lnotab(const uint8_t *tab, size_t len, int firstlineno, int byte_off)
 {
 	int line = firstlineno, addr = 0;
@@ -116,7 +118,7 @@ int pylines_line(int minor, const uint8_t *tab, size_t len, int firstlineno, uin
 		return firstlineno;
 	if (minor <= 9)
 		return pylines_lnotab(tab, len, firstlineno, (int)instr);
-	if (minor == 10)
-		return pylines_linetable310(tab, len, firstlineno, (int)instr * 2);
+	if (minor == 10) /* a byte offset: an instr past INT_MAX / 2 (a hostile f_lasti) has no line */
+		return instr > INT_MAX / 2 ? 0 : pylines_linetable310(tab, len, firstlineno, (int)instr * 2);
 	return pylines_locations(tab, len, firstlineno, (int)instr);
 }

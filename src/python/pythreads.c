@@ -140,10 +140,19 @@ int pyproc_threads(struct pyproc *p, struct pythread *out, int max)
 	if (!interp)
 		n = -1;
 	for (int i = 0; interp && i < MAX_INTERPS && n >= 0; i++) {
-		uint64_t ts = pyproc_u64_or0(p, interp + o->interp_threads_head);
+		uint64_t ts = pyproc_u64_or0(p, interp + o->interp_threads_head), mark = 0;
 		for (int j = 0; ts && j < MAX_THREADS && n < max; j++) {
-			struct pythread *t = &out[n++];
+			struct pythread *t;
 			uint64_t native = 0;
+			/*
+			 * a list that runs in a cycle (tests/targets/hostile.py) ends where it
+			 * meets the state of step 2^k - 1 again (Brent), as the BPF walker's does
+			 */
+			if (ts == mark)
+				break;
+			if (!(j & (j + 1)))
+				mark = ts;
+			t = &out[n++];
 			memset(t, 0, sizeof(*t));
 			t->tstate = ts;
 			t->thread_id = pyproc_u64_or0(p, ts + o->ts_thread_id);
