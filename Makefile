@@ -182,7 +182,8 @@ bench: all $(TEST_PROGS:%=$(BUILD)/tests/%)
 # by clang with ASan/UBSan into build-fuzz/; each runs FUZZ_SECONDS from its seed
 # corpus tests/fuzz/corpus/NAME/ (new inputs go to build-fuzz/corpus/NAME/, a crash to
 # build-fuzz/crashes/). A crash fails the target; its input belongs in the seed corpus
-# once fixed. FUZZERS=a,b runs some only.
+# once fixed. FUZZERS=a,b runs some only. Paths are absolute: fuzz_opts works in a
+# directory of its own.
 FUZZ_ALL := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZERS ?= $(FUZZ_ALL)
 FUZZ_BUILD := build-fuzz
@@ -192,8 +193,8 @@ fuzz:
 		mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/crashes; \
 		echo "== fuzz $$f ($(FUZZ_SECONDS) s)"; \
 		$(FUZZ_BUILD)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 \
-			-close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$f- \
-			$(FUZZ_BUILD)/corpus/$$f tests/fuzz/corpus/$$f 2>$(FUZZ_BUILD)/fuzz-$$f.log || \
+			-close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$(abspath $(FUZZ_BUILD))/crashes/$$f- \
+			$(abspath $(FUZZ_BUILD))/corpus/$$f $(abspath tests/fuzz/corpus)/$$f 2>$(FUZZ_BUILD)/fuzz-$$f.log || \
 			{ tail -60 $(FUZZ_BUILD)/fuzz-$$f.log; exit 1; }; \
 		grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_BUILD)/fuzz-$$f.log | tr '\n' ' '; echo; \
 	done

@@ -67,6 +67,12 @@ static int svarint(struct reader *r)
 	return (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
 }
 
+/* line + delta, wrapping (a hostile table's deltas overflow an int: no UB) */
+static int add_lines(int line, int delta)
+{
+	return (int)((unsigned)line + (unsigned)delta);
+}
+
 int pylines_locations(const uint8_t *tab, size_t len, int firstlineno, int unit)
 {
 	struct reader r = { tab, tab + len, 0 };
@@ -81,13 +87,13 @@ int pylines_locations(const uint8_t *tab, size_t len, int firstlineno, int unit)
 		if (code == 15) {
 			cur = 0;
 		} else if (code == 14) {
-			line += svarint(&r);
+			line = add_lines(line, svarint(&r));
 			varint(&r);
 			varint(&r);
 			varint(&r);
 			cur = line;
 		} else if (code == 13) {
-			line += svarint(&r);
+			line = add_lines(line, svarint(&r));
 			cur = line;
 		} else if (code >= 10) {
 			line += (int)code - 10;
