@@ -10,6 +10,9 @@
  */
 #include "fuzz.h"
 
+#include <ftw.h>
+#include <sys/stat.h>
+
 #include "opts.h"
 #include "sinkopts.h"
 #include "trackers.h"
@@ -18,14 +21,27 @@ static const struct tracker_ops *const trackers[] = { PYEBPF_TRACKERS(PYEBPF_TRA
 #define NTRACKERS (sizeof(trackers) / sizeof(trackers[0]))
 #define MAX_ARGS 64
 
+static char dir[] = "/tmp/pyebpf-fuzz-opts-XXXXXX";
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path) && 0;
+}
+
+/* The directory and what the options made in it go at exit. */
+static void remove_dir(void)
+{
+	nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char dir[] = "/tmp/pyebpf-fuzz-opts-XXXXXX";
-
 	(void)argc, (void)argv;
 	if (!mkdtemp(dir) || chdir(dir))
 		abort();
+	atexit(remove_dir);
 	return 0;
 }
 
