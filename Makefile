@@ -10,6 +10,9 @@ SAN ?=
 BUILD ?= $(if $(SAN),build-san,build)
 # BPFCHECK= skips the build's check of the BPF text (it needs clang, BTF and root)
 BPFCHECK ?= 1
+# make fuzz: seconds each harness of tests/fuzz/ runs (check runs each for FUZZ_CHECK_SECONDS)
+FUZZ_SECONDS ?= 60
+FUZZ_CHECK_SECONDS ?= 25
 
 # The tools are the mains in tools/; adding a tool adds tools/<tool>.c and
 # bpf_text/<tool>.bpf.c (and its man page), nothing here.
@@ -37,11 +40,15 @@ ifneq ($(SAN),)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
+# FUZZ=1 (make fuzz sets it): the library with libFuzzer's coverage too, built by clang
+ifneq ($(FUZZ),)
+CFLAGS += -fsanitize=fuzzer-no-link
+endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 # Debian packages the build, the tests and the demo need (make deps installs them).
-DEB_BUILD := make gcc clang pkg-config libbpfcc-dev libbpf-dev libjansson-dev libelf-dev \
+DEB_BUILD := make gcc clang libclang-rt-14-dev pkg-config libbpfcc-dev libbpf-dev libjansson-dev libelf-dev \
 	zlib1g-dev linux-headers-amd64 mandoc
 DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc-tools bpftool \
 	binutils patchelf python3-gunicorn wrk uwsgi-core uwsgi-plugin-python3 python3.11 procps \
@@ -58,7 +65,7 @@ PYTEST ?= /usr/bin/python3 -m pytest
 Q := $(if $(V),,@)
 say = $(if $(V),,@printf '  %-7s %s\n' $(1) $(2);)
 
-.PHONY: all check unit integration demo install deps bench clean
+.PHONY: all check unit integration fuzz fuzz-build demo install deps bench clean
 # Objects and generated sources stay: make deleted them as intermediates after a first
 # build, and the next one, which sees them in the .d files, made everything again.
 .SECONDARY:
@@ -138,6 +145,7 @@ $(BUILD)/tests/%: tests/integration/%.c $(BUILD)/libpyebpf.a
 check: deps
 	$(Q)$(MAKE) --no-print-directory all unit
 	$(Q)$(if $(SAN),,$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)-san unit)
+	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS)
 	$(Q)$(MAKE) --no-print-directory integration
 
 unit: $(UNIT_TESTS:%=$(BUILD)/unit/%)
@@ -170,7 +178,36 @@ deps:
 bench: all $(TEST_PROGS:%=$(BUILD)/tests/%)
 	$(Q)bench/run.sh $(BUILD)
 
+# libFuzzer harnesses (tests/fuzz/fuzz_NAME.c) of the parsers of outside input, built
+# by clang with ASan/UBSan into build-fuzz/; each runs FUZZ_SECONDS from its seed
+# corpus tests/fuzz/corpus/NAME/ (new inputs go to build-fuzz/corpus/NAME/, a crash to
+# build-fuzz/crashes/). A crash fails the target; its input belongs in the seed corpus
+# once fixed. FUZZERS=a,b runs some only. Paths are absolute: fuzz_opts works in a
+# directory of its own.
+FUZZ_ALL := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZERS ?= $(FUZZ_ALL)
+FUZZ_BUILD := build-fuzz
+fuzz:
+	$(Q)$(MAKE) --no-print-directory FUZZ=1 SAN=1 CC=clang BUILD=$(FUZZ_BUILD) BPFCHECK= fuzz-build
+	$(Q)set -e; for f in $(subst $(comma), ,$(FUZZERS)); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/crashes; \
+		echo "== fuzz $$f ($(FUZZ_SECONDS) s)"; \
+		$(FUZZ_BUILD)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 \
+			-close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$(abspath $(FUZZ_BUILD))/crashes/$$f- \
+			$(abspath $(FUZZ_BUILD))/corpus/$$f $(abspath tests/fuzz/corpus)/$$f 2>$(FUZZ_BUILD)/fuzz-$$f.log || \
+			{ tail -60 $(FUZZ_BUILD)/fuzz-$$f.log; exit 1; }; \
+		grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_BUILD)/fuzz-$$f.log | tr '\n' ' '; echo; \
+	done
+
+comma := ,
+fuzz-build: $(FUZZ_ALL:%=$(BUILD)/fuzz/fuzz_%)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(BUILD)/libpyebpf.a
+	$(call say,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) -Isrc $(PKG_CFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libpyebpf.a $(PKG_LIBS) -lelf -lz -lm
+
 clean:
-	rm -rf build build-san build-clang
+	rm -rf build build-san build-clang build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -69,9 +69,15 @@ static __always_inline int py_find_tstate(const struct pywalk_config *cfg, u32 t
 		ts = 0;
 		if (py_read(&ts, sizeof(ts), interp + cfg->interp_threads_head))
 			return PYWALK_ERR_THREADS;
+		u64 mark = 0;
 		for (int j = 0; j < PY_MAX_THREADS; j++) {
 			if (!ts)
 				break;
+			/* a list that runs in a cycle (a hostile target's): see py_walk_frames */
+			if (ts == mark)
+				return PYWALK_ERR_THREADS;
+			if (!(j & (j + 1)))
+				mark = ts;
 			id = 0;
 			if (py_read(&id, sizeof(id), ts + cfg->ts_thread_id))
 				return PYWALK_ERR_THREADS;
@@ -287,7 +293,7 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 					  struct pywalk_frame *frames, u32 *depth)
 {
 	volatile u32 *vdepth = depth;
-	u64 f = 0, code, prev, type, ip;
+	u64 f = 0, code, prev, type, ip, mark = 0;
 	u32 n, lasti, first, zero = 0, fspan, cspan;
 	struct py_span_buf *buf = py_span.lookup(&zero);
 	u8 owner;
@@ -315,6 +321,15 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 	for (int i = 0; i < PY_MAX_STEPS; i++) {
 		if (!f)
 			break;
+		/*
+		 * A chain that runs in a cycle (a hostile or corrupt target: tests/targets/
+		 * hostile.py) is an error, not a deep stack: the frame of step 2^k - 1 is kept
+		 * (Brent), so a cycle is met again within twice its length plus its start.
+		 */
+		if (f == mark)
+			return PYWALK_ERR_FRAME;
+		if (!(i & (i + 1)))
+			mark = f;
 		n = *vdepth;
 		if (n >= PY_MAX_DEPTH)
 			break;

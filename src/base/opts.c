@@ -156,7 +156,9 @@ int opts_parse(const struct tool_doc *doc, const struct opt *table, int argc, ch
 	shortopts[ns] = 0;
 
 	opterr = 0;
-	optind = 1;
+	/* 0, not 1: glibc then also forgets where it was in a cluster like -jd of an earlier
+	   parse, whose argv may be gone (tests/fuzz/corpus/opts/second-parse) */
+	optind = 0;
 	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
 		if (c == '?') {
 			if (optopt)

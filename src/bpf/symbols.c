@@ -3,6 +3,10 @@
 
 #include <bcc/bcc_syms.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -287,9 +291,82 @@ void symbols_frame_name(struct symbols *s, pid_t pid, uint64_t addr, char *buf, 
 	snprintf(buf, len, "%s [%s]", raw, mod + 1);
 }
 
+/*
+ * The USDT notes of a .note.stapsdt section as libbcc reads them: each note whole
+ * inside the section, its descriptor three addresses and three NUL-terminated strings
+ * (provider, name, arguments) of sane length. libbcc trusts the sizes (a stack
+ * overflow on tests/fuzz/corpus/elf/bcc-note-*).
+ */
+static bool notes_sane(Elf_Scn *scn)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t off = 0, next, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	if (!data)
+		return false;
+	while (off < data->d_size) {
+		const char *desc;
+		size_t at = 24;
+		next = gelf_getnote(data, off, &nh, &name_off, &desc_off);
+		if (!next || next <= off || next > data->d_size)
+			return false;
+		if (nh.n_type == 3 && nh.n_namesz == 8 &&
+		    !memcmp((const char *)data->d_buf + name_off, "stapsdt", 8)) {
+			if (nh.n_descsz < 24 + 3 || desc_off + nh.n_descsz > data->d_size)
+				return false;
+			desc = (const char *)data->d_buf + desc_off;
+			for (int i = 0; i < 3; i++) {
+				const char *end = memchr(desc + at, 0, nh.n_descsz - at);
+				if (!end || end - (desc + at) > 1024)
+					return false;
+				at = (size_t)(end - desc) + 1;
+				if (i < 2 && at >= nh.n_descsz)
+					return false;
+			}
+		}
+		off = next;
+	}
+	return true;
+}
+
+bool symbols_elf_sane(const char *binary)
+{
+	Elf_Scn *scn = NULL;
+	bool sane = false;
+	Elf *elf;
+	int fd;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return false;
+	fd = open(binary, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF) {
+		sane = true;
+		while (sane && (scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+			if (!gelf_getshdr(scn, &sh))
+				sane = false;
+			else if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
+				sane = sh.sh_entsize == gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+			else if (sh.sh_type == SHT_NOTE)
+				sane = notes_sane(scn);
+		}
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return sane;
+}
+
 int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, uint64_t *offset)
 {
 	struct bcc_symbol sym = { 0 };
+
+	if (!symbols_elf_sane(binary))
+		return -1;
 
 	/* with no symbol name, libbcc only maps the address through the PT_LOAD segments */
 	if (bcc_resolve_symname(binary, name, name ? 0 : vaddr, 0, NULL, &sym) < 0)

@@ -32,6 +32,7 @@
 #ifndef PYEBPF_SYMBOLS_H
 #define PYEBPF_SYMBOLS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -83,5 +84,13 @@ unsigned symbols_nprocs(const struct symbols *s);
  * tools turn a symbol or an address into a file offset. 0, or -1 when there is none.
  */
 int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, uint64_t *offset);
+
+/*
+ * Whether libbcc may read binary's symbols and notes: it divides by a symbol table's
+ * entry size and trusts the notes' sizes without checking them (SIGFPE, a stack
+ * overflow on a hostile or broken file: tests/fuzz/corpus/elf/bcc-*). symbols_file_offset
+ * and usdt.c ask before they hand it a file.
+ */
+bool symbols_elf_sane(const char *binary);
 
 #endif

@@ -112,7 +112,7 @@ static int probe_query(const char *binary, const char *provider, const char *pro
 		       struct probe_query *q)
 {
 	*q = (struct probe_query){ .provider = provider, .name = probe };
-	if (bcc_elf_foreach_usdt(binary, on_note, q) < 0)
+	if (!symbols_elf_sane(binary) || bcc_elf_foreach_usdt(binary, on_note, q) < 0)
 		return -1;
 	return q->notes;
 }
@@ -252,7 +252,7 @@ static int add_site(struct usdt *u, const char *binary, uint64_t offset, uint32_
 int usdt_add(struct usdt *u, const char *binary, pid_t pid, const char *provider,
 	     const char *probe, const char *handler)
 {
-	void *ctx = bcc_usdt_new_frompath(binary);
+	void *ctx = symbols_elf_sane(binary) ? bcc_usdt_new_frompath(binary) : NULL;
 	struct probe_query info;
 	/* on failure, what this call added is taken back: the text must stay compilable */
 	size_t textlen = u->textlen;

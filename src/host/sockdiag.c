@@ -193,13 +193,21 @@ static int dump_family(int fd, unsigned seq, char *buf, size_t buflen, int famil
 		}
 		if (n == 0)
 			return -EPIPE;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		/*
+		 * n stays signed: NLMSG_NEXT takes a length rounded up to 4 from it, which
+		 * leaves it negative after a last message of odd length; as a size_t that was
+		 * huge and NLMSG_OK read on past the datagram (tests/fuzz/corpus/sockdiag/crash-*)
+		 */
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
 			if (h->nlmsg_seq != seq)
 				continue;
 			if (h->nlmsg_type == NLMSG_DONE)
 				return 0;
 			if (h->nlmsg_type == NLMSG_ERROR) {
 				const struct nlmsgerr *e = NLMSG_DATA(h);
+				/* too short to hold its error code (tests/fuzz/corpus/sockdiag/errors) */
+				if (h->nlmsg_len < NLMSG_LENGTH(sizeof(e->error)))
+					return -EPROTO;
 				/* a kernel without IPv6 has nothing to dump for it */
 				if (family == AF_INET6 && e->error == -ENOENT)
 					return 0;

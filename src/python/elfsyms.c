@@ -159,7 +159,8 @@ struct elfsyms *elfsyms_open(const char *path)
 	}
 	for (size_t i = 0; i < e->nsyms; i++)
 		e->syms[i].name = e->strings + (uintptr_t)e->syms[i].name;
-	qsort(e->syms, e->nsyms, sizeof(*e->syms), cmp_sym);
+	if (e->nsyms) /* syms is NULL without any (qsort's is nonnull: tests/fuzz/corpus/elf/no-symbols) */
+		qsort(e->syms, e->nsyms, sizeof(*e->syms), cmp_sym);
 	elf_end(elf);
 	close(fd);
 	return e;

@@ -1,5 +1,7 @@
 #include "pylines.h"
 
+#include <limits.h>
+
 int pylines_lnotab(const uint8_t *tab, size_t len, int firstlineno, int byte_off)
 {
 	int line = firstlineno, addr = 0;
@@ -65,6 +67,12 @@ static int svarint(struct reader *r)
 	return (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
 }
 
+/* line + delta, wrapping (a hostile table's deltas overflow an int: no UB) */
+static int add_lines(int line, int delta)
+{
+	return (int)((unsigned)line + (unsigned)delta);
+}
+
 int pylines_locations(const uint8_t *tab, size_t len, int firstlineno, int unit)
 {
 	struct reader r = { tab, tab + len, 0 };
@@ -79,13 +87,13 @@ int pylines_locations(const uint8_t *tab, size_t len, int firstlineno, int unit)
 		if (code == 15) {
 			cur = 0;
 		} else if (code == 14) {
-			line += svarint(&r);
+			line = add_lines(line, svarint(&r));
 			varint(&r);
 			varint(&r);
 			varint(&r);
 			cur = line;
 		} else if (code == 13) {
-			line += svarint(&r);
+			line = add_lines(line, svarint(&r));
 			cur = line;
 		} else if (code >= 10) {
 			line += (int)code - 10;
@@ -116,7 +124,7 @@ int pylines_line(int minor, const uint8_t *tab, size_t len, int firstlineno, uin
 		return firstlineno;
 	if (minor <= 9)
 		return pylines_lnotab(tab, len, firstlineno, (int)instr);
-	if (minor == 10)
-		return pylines_linetable310(tab, len, firstlineno, (int)instr * 2);
+	if (minor == 10) /* a byte offset: an instr past INT_MAX / 2 (a hostile f_lasti) has no line */
+		return instr > INT_MAX / 2 ? 0 : pylines_linetable310(tab, len, firstlineno, (int)instr * 2);
 	return pylines_locations(tab, len, firstlineno, (int)instr);
 }

@@ -17,6 +17,8 @@ int pyproc_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
 		errno = EFAULT;
 		return -1;
 	}
+	if (p->read_mem)
+		return p->read_mem(p, addr, buf, len);
 	if (!p->use_mem_fd) {
 		struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
 		n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
@@ -97,6 +99,9 @@ int pyproc_read_str(const struct pyproc *p, uint64_t obj, char *buf, size_t len)
 		return -1; /* not a compact str: code and thread names always are */
 	if ((uint64_t)length > sizeof(raw) / kind)
 		length = (int64_t)(sizeof(raw) / kind);
+	/* each character takes a byte of buf at least: more are not read (dict keys: 64) */
+	if ((uint64_t)length > len - 1)
+		length = (int64_t)(len - 1);
 	nbytes = (size_t)length * kind;
 	if (state & 0x40) { /* compact ASCII */
 		if (pyproc_read(p, obj + o->unicode_ascii_data, raw, nbytes))
@@ -143,7 +148,8 @@ int pyproc_read_long(const struct pyproc *p, uint64_t obj, int64_t *out)
 	} else {
 		int64_t size = (int64_t)head;
 		neg = size < 0;
-		ndigits = (uint64_t)(size < 0 ? -size : size);
+		/* unsigned: a hostile INT64_MIN has no signed negation (tests/fuzz/corpus/pymem/long-*) */
+		ndigits = size < 0 ? 0 - (uint64_t)size : (uint64_t)size;
 	}
 	if (ndigits > 3)
 		return -1;
@@ -151,7 +157,7 @@ int pyproc_read_long(const struct pyproc *p, uint64_t obj, int64_t *out)
 		return -1;
 	for (uint64_t i = 0; i < ndigits; i++)
 		v |= (uint64_t)(digits[i] & 0x3fffffff) << (30 * i);
-	*out = neg ? -(int64_t)v : (int64_t)v;
+	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
 	return 0;
 }
 

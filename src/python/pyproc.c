@@ -491,7 +491,11 @@ uint64_t pyproc_gil(const struct pyproc *p)
 
 uint64_t pyproc_symbol(const struct pyproc *p, const char *name)
 {
-	const struct elf_symbol *s = elfsyms_find(p->elf, name);
+	const struct elf_symbol *s;
+
+	if (p->symbol)
+		return p->symbol(p, name);
+	s = elfsyms_find(p->elf, name);
 
 	return s ? s->value + p->module.bias : 0;
 }

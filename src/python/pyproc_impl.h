@@ -46,6 +46,7 @@ struct pyproc {
 	struct pythread *names;   /* NAMES_MAX threads, for their names (pythreads.c) */
 	int nnames;
 	uint64_t names_read_ns;   /* when names was read */
+	uint64_t names_took_ns;   /* how long that took */
 	uint64_t active, active_type; /* threading._active once found, and its type */
 	int64_t reread_budget_ns; /* for rereads on behalf of new threads (pythreads.c) */
 	uint64_t budget_at_ns;    /* when the budget last grew */
@@ -55,6 +56,10 @@ struct pyproc {
 	} unnamed[UNNAMED_MAX];   /* tids a reread did not name, and when */
 	unsigned unnamed_next;
 	struct pytasks *tasks;    /* asyncio tasks (pytasks.c), NULL until asked */
+	/* when set, what pyproc_read and pyproc_symbol answer instead of the process and its
+	   ELF file: tests/fuzz/fuzz_pymem.c's memory image */
+	int (*read_mem)(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
+	uint64_t (*symbol)(const struct pyproc *p, const char *name);
 };
 
 /* pyobjects.c */

@@ -15,6 +15,7 @@ enum {
 	MAX_TASKS = 65536,     /* list steps and set slots read at most */
 	MAX_AWAITERS = 8,      /* done callbacks looked at for a TaskGroup's parent task */
 	MAX_THREAD_FRAMES = 512,
+	RUNNING_FRAMES_BUDGET = 1 << 18, /* frames the running tasks of one snapshot may read */
 	REREAD_NS = 100000000, /* pytasks_of_frame: tasks reread at most every 100 ms */
 	TP_BASE = 256,         /* PyTypeObject.tp_base, every 3.x on LP64 */
 };
@@ -438,17 +439,26 @@ static uint64_t awaited(const struct pyproc *p, const struct pytasks *t, uint64_
 	return top;
 }
 
-/* The running task's frames: the thread stack from its innermost frame to the task's coroutine frame. */
-static int running_frames(struct pyproc *p, const struct pytasks *t, uint64_t gen, struct pytask *out)
+/*
+ * The running task's frames: the thread stack from its innermost frame to the task's
+ * coroutine frame. *budget: frames a snapshot may still read this way (a hostile
+ * target's lists, every task "running", made one read take minutes: tests/fuzz/corpus/
+ * pymem/slow-running-*); lists that loop end where they meet the element of step
+ * 2^k - 1 again (Brent), as in the BPF walker.
+ */
+static int running_frames(struct pyproc *p, const struct pytasks *t, uint64_t gen, struct pytask *out,
+			  long *budget)
 {
 	const struct pyoffsets *o = &p->off;
 	uint64_t target = gen + t->l.gen_iframe;
 	uint64_t interp = pyproc_u64_or0(p, p->runtime + o->rt_interp_head);
 
 	for (int i = 0; interp && i < MAX_INTERPS; i++) {
-		uint64_t ts = pyproc_u64_or0(p, interp + o->interp_threads_head);
-		for (int j = 0; ts && j < MAX_THREADS; j++) {
-			uint64_t f = 0;
+		uint64_t ts = pyproc_u64_or0(p, interp + o->interp_threads_head), ts_mark = 0;
+		for (int j = 0; ts && j < MAX_THREADS && ts != ts_mark; j++) {
+			uint64_t f = 0, f_mark = 0;
+			if (!(j & (j + 1)))
+				ts_mark = ts;
 			if (o->ts_cframe != PYOFF_NONE) {
 				uint64_t cf = pyproc_u64_or0(p, ts + o->ts_cframe);
 				f = cf ? pyproc_u64_or0(p, cf + o->cframe_current_frame) : 0;
@@ -460,19 +470,27 @@ static int running_frames(struct pyproc *p, const struct pytasks *t, uint64_t ge
 				uint64_t prev = 0;
 				uint8_t owner;
 				struct pywalk_frame fr;
-				int r = frame_at(p, t, f, &fr, &prev, &owner);
+				int r;
+				if (--*budget < 0)
+					goto out;
+				r = frame_at(p, t, f, &fr, &prev, &owner);
 				if (r == -2)
 					break;
 				if (!r && out->depth < PYTASK_MAX_FRAMES)
 					out->frames[out->depth++] = fr;
 				if (f == target)
 					return r ? -1 : 0;
+				if (!(k & (k + 1)))
+					f_mark = f;
 				f = prev;
+				if (f == f_mark)
+					break;
 			}
 			ts = pyproc_u64_or0(p, ts + o->ts_next);
 		}
 		interp = pyproc_u64_or0(p, interp + o->interp_next);
 	}
+out:
 	out->depth = 0;
 	return -1;
 }
@@ -649,6 +667,7 @@ int pytasks_read(struct pyproc *p, struct pytasks_snapshot *s, bool frames)
 {
 	struct pytasks *t = state_of(p);
 	struct addrs a = { 0 };
+	long budget = RUNNING_FRAMES_BUDGET;
 	int r;
 
 	s->n = 0;
@@ -683,7 +702,7 @@ int pytasks_read(struct pyproc *p, struct pytasks_snapshot *s, bool frames)
 		task_name(p, t, k->addr, k->name, sizeof(k->name));
 		pyproc_read_str(p, pyproc_u64_or0(p, coro + t->l.gen_qualname), k->coro_name, sizeof(k->coro_name));
 		if (frames) {
-			int fr = k->running ? running_frames(p, t, coro, k) : chain_frames(p, t, coro, k);
+			int fr = k->running ? running_frames(p, t, coro, k, &budget) : chain_frames(p, t, coro, k);
 			/* still the same coroutine, in the same state: else the frames may be another moment's */
 			if (fr || pyproc_rd_u64(p, k->addr + t->l.task_coro, &again) || again != coro ||
 			    pyproc_read(p, coro + t->l.gen_frame_state, &state2, 1) || state2 != state || !k->depth) {

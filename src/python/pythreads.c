@@ -140,10 +140,19 @@ int pyproc_threads(struct pyproc *p, struct pythread *out, int max)
 	if (!interp)
 		n = -1;
 	for (int i = 0; interp && i < MAX_INTERPS && n >= 0; i++) {
-		uint64_t ts = pyproc_u64_or0(p, interp + o->interp_threads_head);
+		uint64_t ts = pyproc_u64_or0(p, interp + o->interp_threads_head), mark = 0;
 		for (int j = 0; ts && j < MAX_THREADS && n < max; j++) {
-			struct pythread *t = &out[n++];
+			struct pythread *t;
 			uint64_t native = 0;
+			/*
+			 * a list that runs in a cycle (tests/targets/hostile.py) ends where it
+			 * meets the state of step 2^k - 1 again (Brent), as the BPF walker's does
+			 */
+			if (ts == mark)
+				break;
+			if (!(j & (j + 1)))
+				mark = ts;
+			t = &out[n++];
 			memset(t, 0, sizeof(*t));
 			t->tstate = ts;
 			t->thread_id = pyproc_u64_or0(p, ts + o->ts_thread_id);
@@ -175,17 +184,25 @@ int pyproc_threads(struct pyproc *p, struct pythread *out, int max)
 	return n;
 }
 
-/* The names table read now, at most every min_ns; false when it could not be made. */
+/*
+ * The names table read now, at most every min_ns, and (min_ns > 0) not before 10 times
+ * as long as the last read took has passed: a target whose lists make a read slow
+ * (huge dicts, tests/fuzz/corpus/pymem/slow-*) would have the tool reading it all
+ * the time. False when the table could not be made.
+ */
 static bool reread_names(struct pyproc *p, uint64_t now, uint64_t min_ns)
 {
 	if (!p->names && !(p->names = calloc(NAMES_MAX, sizeof(*p->names))))
 		return false;
+	if (min_ns && min_ns < 10 * p->names_took_ns)
+		min_ns = 10 * p->names_took_ns;
 	if (p->names_read_ns && now - p->names_read_ns < min_ns)
 		return true;
 	p->names_read_ns = now;
 	p->nnames = pyproc_threads(p, p->names, NAMES_MAX);
 	if (p->nnames < 0)
 		p->nnames = 0;
+	p->names_took_ns = time_mono_ns() - now;
 	return true;
 }
 

@@ -148,9 +148,9 @@ static long request(struct ch_sink *c, CURL *h, const char *query, const char *b
 		return 0;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	/* the server's message on one line */
+	/* the server's message on one line, without control characters for the terminal */
 	for (char *p = reply->text; *p; p++)
-		if (*p == '\n')
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = ' ';
 	return status;
 }
