@@ -596,7 +596,7 @@ static int start(struct tracker *t)
 	o->targets.next_children_ns = o->targets.next_exits_ns = o->last_report_ns + 1000000000ull;
 	if (bpfprog_open_ring_buffer(p, "events", on_event, o))
 		return -1;
-	/* the pollers first: the runner detaches in this order, so no stall ends after the scheduler is gone */
+	/* the pollers end first (bpfprog_detach_later), so no stall ends after the scheduler is gone */
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(tp, sizeof(tp), "sys_enter_%s", names[i]);
 		if (!strcmp(names[i], "epoll_pwait2") && !tpformat_has_field("syscalls", tp, "epfd"))
@@ -607,6 +607,7 @@ static int start(struct tracker *t)
 		if (bpfprog_attach_tracepoint(p, "syscalls", tp))
 			return -1;
 	}
+	bpfprog_detach_later(p);
 	if (bpfprog_attach_tracepoint(p, "sched", "sched_switch") ||
 	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup"))
 		return -1;
