@@ -8,7 +8,9 @@
 #include <linux/bpf.h>
 #include <malloc.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -24,6 +26,8 @@ int libbpf_num_possible_cpus(void);
 
 #define MAX_CPUS 1024
 #define MAX_PROGS 32
+/* threads that end attachments together (bpfprog_detach_all) */
+#define DETACH_THREADS 32
 
 struct loaded_prog {
 	char *name;
@@ -44,8 +48,11 @@ struct bpfprog {
 	void *mod;
 	struct loaded_prog progs[MAX_PROGS];
 	int nprogs;
-	int *links; /* perf event fds of attachments */
-	int nlinks, caplinks;
+	struct link {
+		int fd;   /* perf event or raw tracepoint fd */
+		int wave; /* ended after every attachment of a lower wave (bpfprog_detach_later) */
+	} *links;
+	int nlinks, caplinks, wave;
 	struct perf_buffer *bufs[8];
 	int nbufs;
 	struct ring_buffer *ring; /* libbpf's, through libbcc */
@@ -184,14 +191,14 @@ static int add_link(struct bpfprog *p, int fd)
 {
 	if (p->nlinks == p->caplinks) {
 		int cap = p->caplinks ? 2 * p->caplinks : 16;
-		int *v = realloc(p->links, (size_t)cap * sizeof(*v));
+		struct link *v = realloc(p->links, (size_t)cap * sizeof(*v));
 		if (!v) {
 			close(fd);
 			return -1;
 		}
 		p->links = v, p->caplinks = cap;
 	}
-	p->links[p->nlinks++] = fd;
+	p->links[p->nlinks++] = (struct link){ fd, p->wave };
 	return 0;
 }
 
@@ -498,11 +505,78 @@ uint64_t bpfprog_missed(struct bpfprog *p)
 	return total;
 }
 
+void bpfprog_detach_later(struct bpfprog *p)
+{
+	p->wave++;
+}
+
+struct closer {
+	int *fds;
+	int n;
+	atomic_int next;
+};
+
+static void *close_some(void *arg)
+{
+	struct closer *c = arg;
+	int i;
+
+	while ((i = atomic_fetch_add(&c->next, 1)) < c->n)
+		close(c->fds[i]);
+	return NULL;
+}
+
+/*
+ * The last close of a tracepoint's or uprobe's perf event waits for RCU grace periods
+ * (tens of milliseconds each on a busy machine): one after the other, nine trackers'
+ * attachments took seconds to end. Closed from many threads at once, the waits overlap.
+ */
+static void close_together(int *fds, int n)
+{
+	pthread_t threads[DETACH_THREADS];
+	struct closer c = { .fds = fds, .n = n };
+	int nthreads = 0;
+
+	while (nthreads < DETACH_THREADS && nthreads < n - 1 &&
+	       !pthread_create(&threads[nthreads], NULL, close_some, &c))
+		nthreads++;
+	close_some(&c); /* also all of them when no thread could start */
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(threads[i], NULL);
+}
+
+void bpfprog_detach_all(struct bpfprog *const *ps, int n)
+{
+	int total = 0, *fds;
+
+	for (int i = 0; i < n; i++)
+		total += ps[i] ? ps[i]->nlinks : 0;
+	if (!(fds = malloc(((size_t)total + 1) * sizeof(*fds)))) {
+		/* one at a time, in order, needs no memory */
+		for (int i = 0; i < n; i++)
+			for (int j = 0; ps[i] && j < ps[i]->nlinks; j++)
+				close(ps[i]->links[j].fd);
+	} else {
+		/* wave by wave: all of a wave at once */
+		for (int wave = 0, left = total; left > 0; wave++) {
+			int k = 0;
+			for (int i = 0; i < n; i++)
+				for (int j = 0; ps[i] && j < ps[i]->nlinks; j++)
+					if (ps[i]->links[j].wave == wave)
+						fds[k++] = ps[i]->links[j].fd;
+			close_together(fds, k);
+			left -= k;
+		}
+		free(fds);
+	}
+	for (int i = 0; i < n; i++)
+		if (ps[i])
+			ps[i]->nlinks = 0;
+}
+
 void bpfprog_detach(struct bpfprog *p)
 {
-	for (int i = 0; i < p->nlinks; i++)
-		close(p->links[i]);
-	p->nlinks = 0;
+	bpfprog_detach_all(&p, 1);
 }
 
 void bpfprog_close(struct bpfprog *p)
@@ -532,6 +606,6 @@ const struct bpfprog_runtime bpfprog_runtime = {
 	.print_text = bpfprog_print_text,
 	.pollfds = bpfprog_pollfds,
 	.deliver = bpfprog_deliver,
-	.detach = bpfprog_detach,
+	.detach_all = bpfprog_detach_all,
 	.close = bpfprog_close,
 };

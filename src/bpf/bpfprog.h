@@ -38,7 +38,7 @@ struct bpfprog_runtime {
 	void (*print_text)(FILE *f, const char *text, const struct cflags *cf);
 	int (*pollfds)(struct bpfprog *p, struct pollfd *fds, int max);
 	int (*deliver)(struct bpfprog *p);
-	void (*detach)(struct bpfprog *p);
+	void (*detach_all)(struct bpfprog *const *ps, int n);
 	void (*close)(struct bpfprog *p);
 };
 extern const struct bpfprog_runtime bpfprog_runtime;
@@ -64,6 +64,17 @@ int bpfprog_attachments(const struct bpfprog *p);
  * maps hold stays to be read (a run's last records and counters then agree).
  */
 void bpfprog_detach(struct bpfprog *p);
+/*
+ * The same for n programs (NULL ones skipped) at once: their attachments end together,
+ * from several threads, which takes about as long as ending one (their waits for the
+ * kernel overlap); those made after a bpfprog_detach_later() end after the others.
+ */
+void bpfprog_detach_all(struct bpfprog *const *ps, int n);
+/*
+ * Attachments made from now on end after those made before, in bpfprog_detach_all():
+ * e.g. a program whose records need what a later-attached one keeps up to date.
+ */
+void bpfprog_detach_later(struct bpfprog *p);
 
 /* data is 8-byte aligned: it may be read as the event struct directly */
 typedef void (*bpfprog_event_cb)(void *ctx, void *data, int size);

@@ -105,6 +105,22 @@ static int loop(struct tracker *const *trackers, int n, uint64_t deadline_ns, st
 	return 0;
 }
 
+/* Every tracker's attachments end together (the kernel's waits for each overlap). */
+static void detach_all(struct tracker *const *trackers, int n)
+{
+	struct bpfprog *progs[MAX_RUN_TRACKERS];
+	const struct bpfprog_runtime *bpf = NULL;
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->prog) {
+			progs[k++] = trackers[i]->prog;
+			bpf = trackers[i]->ops->bpf;
+		}
+	if (bpf)
+		bpf->detach_all(progs, k);
+}
+
 static void say_started(struct tracker *const *trackers, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -168,19 +184,24 @@ static int run(struct tracker *const *all, int n, struct sink *sink, const struc
 
 	for (int i = 0; i < n; i++) {
 		struct tracker *t = trackers[i];
+		uint64_t t0 = time_mono_ns();
 		if (t->text && !(t->prog = t->ops->bpf->compile(t->text, &t->cflags, common->kernel_headers)) &&
 		    !leave(trackers, &n, &i, lenient, "compile its BPF program"))
 			return EXIT_RUNTIME;
+		log_debug("%s: compiled in %.0f ms", t->ops->name, (time_mono_ns() - t0) / 1e6);
 	}
 	/* signals before attaching: a Ctrl-C during start still ends the run cleanly */
 	lifecycle_install_signals();
 	for (int i = 0; i < n; i++) {
+		uint64_t t0 = time_mono_ns();
+
 		if (trackers[i]->ops->start(trackers[i])) {
 			if (!leave(trackers, &n, &i, lenient, "attach"))
 				return EXIT_RUNTIME;
 			continue;
 		}
 		trackers[i]->cpu_start_us = time_self_cpu_us();
+		log_debug("%s: started in %.0f ms", trackers[i]->ops->name, (time_mono_ns() - t0) / 1e6);
 	}
 	if (common->duration_s)
 		deadline_ns = time_mono_ns() + (uint64_t)(common->duration_s * 1e9);
@@ -189,9 +210,7 @@ static int run(struct tracker *const *all, int n, struct sink *sink, const struc
 	if (loop(trackers, n, deadline_ns, sink) == 0)
 		rc = EXIT_OK;
 	/* no program runs past the last read: the summaries count what was printed */
-	for (int i = 0; i < n; i++)
-		if (trackers[i]->prog)
-			trackers[i]->ops->bpf->detach(trackers[i]->prog);
+	detach_all(trackers, n);
 	for (int i = 0; i < n; i++)
 		if (trackers[i]->prog)
 			trackers[i]->ops->bpf->deliver(trackers[i]->prog);

@@ -539,7 +539,7 @@ static int start(struct tracker *t)
 	o->next_no_loop_ns = o->start_ns + NO_LOOP_AFTER_MS * 1000000ull;
 	if (bpfprog_open_ring_buffer(p, "events", on_event, o))
 		return -1;
-	/* the pollers first: the runner detaches in this order, so no stall ends after the scheduler is gone */
+	/* the pollers end first (bpfprog_detach_later), so no stall ends after the scheduler is gone */
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(tp, sizeof(tp), "sys_enter_%s", names[i]);
 		if (!strcmp(names[i], "epoll_pwait2") && !tpformat_has_field("syscalls", tp, "epfd"))
@@ -550,6 +550,7 @@ static int start(struct tracker *t)
 		if (bpfprog_attach_tracepoint(p, "syscalls", tp))
 			return -1;
 	}
+	bpfprog_detach_later(p);
 	if (bpfprog_attach_tracepoint(p, "sched", "sched_switch") ||
 	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup"))
 		return -1;
