@@ -1,19 +1,38 @@
 #include "dbsinks.h"
 
 #include <stdlib.h>
+#include <sys/time.h>
 
 #include "dbtable.h"
 #include "log.h"
+#include "profrows.h"
 
 #define MAX_SCHEMAS 64
 
-/* Several sinks as one: records to every one, tables and text to stdout (when there). */
+/* How long after a window's end its rows are written (samples reach the sink a poll late). */
+#define PROFILE_LAG_US 2000000
+
+/*
+ * Several sinks as one: records to every one, tables and text to stdout (when there).
+ * Stack samples reach the databases as aggregated profile rows (profrows.h), and as
+ * rows of their own too with --raw-samples.
+ */
 struct tee_sink {
 	struct sink base;
 	struct sink *out; /* stdout, or NULL */
 	int n;
 	struct sink *db[2];
+	struct profrows *prof;
+	bool raw_samples;
 };
+
+static void to_databases(void *ctx, const struct schema *sc, json_t *obj)
+{
+	struct tee_sink *t = ctx;
+
+	for (int i = 0; i < t->n; i++)
+		t->db[i]->ops->record(t->db[i], sc, obj);
+}
 
 static void tee_record(struct sink *s, const struct schema *sc, json_t *obj)
 {
@@ -21,8 +40,27 @@ static void tee_record(struct sink *s, const struct schema *sc, json_t *obj)
 
 	if (t->out)
 		t->out->ops->record(t->out, sc, obj);
-	for (int i = 0; i < t->n; i++)
-		t->db[i]->ops->record(t->db[i], sc, obj);
+	if (t->prof && profrows_profile_of(sc)) {
+		profrows_add(t->prof, sc, obj);
+		if (!t->raw_samples)
+			return;
+	}
+	to_databases(t, sc, obj);
+}
+
+static int64_t wall_us(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+/* The profile rows of the windows that ended (all: every one) into the databases. */
+static void emit_profiles(struct tee_sink *t, bool all)
+{
+	if (t->prof)
+		profrows_emit(t->prof, wall_us(), PROFILE_LAG_US, all, to_databases, t);
 }
 
 static void tee_table_begin(struct sink *s, const struct schema *sc, const char *title)
@@ -65,6 +103,7 @@ static void tee_flush(struct sink *s)
 {
 	struct tee_sink *t = (struct tee_sink *)s;
 
+	emit_profiles(t, false);
 	sink_flush(t->out);
 	for (int i = 0; i < t->n; i++)
 		sink_flush(t->db[i]);
@@ -90,8 +129,10 @@ static int tee_close(struct sink *s)
 	struct tee_sink *t = (struct tee_sink *)s;
 	int rc = sink_close(t->out);
 
+	emit_profiles(t, true);
 	for (int i = 0; i < t->n; i++)
 		rc |= sink_close(t->db[i]);
+	profrows_free(t->prof);
 	free(t);
 	return rc ? -1 : 0;
 }
@@ -109,10 +150,35 @@ static const struct sink_ops tee_ops = {
 	.close = tee_close,
 };
 
+/*
+ * The tables of the databases: the event schemas, a stack-sampling one replaced by its
+ * profile (kept too with --raw-samples), and then the dictionary of stacks. Returns how
+ * many; *profiles says whether there are profile tables.
+ */
+static int database_schemas(const struct schema **in, int nin, bool raw, const struct schema **out, bool *profiles)
+{
+	int n = 0;
+
+	*profiles = false;
+	for (int i = 0; i < nin && n < MAX_SCHEMAS - 2; i++) {
+		const struct schema *p = profrows_profile_of(in[i]);
+		if (!p || raw)
+			out[n++] = in[i];
+		if (p) {
+			out[n++] = p;
+			*profiles = true;
+		}
+	}
+	if (*profiles)
+		out[n++] = &profrows_stacks_schema;
+	return n;
+}
+
 struct sink *sinks_open(struct common_opts *c, const struct schema *const *const *lists, int nlists)
 {
-	const struct schema *schemas[MAX_SCHEMAS];
+	const struct schema *events[MAX_SCHEMAS], *schemas[MAX_SCHEMAS];
 	struct tee_sink *t;
+	bool profiles;
 	int n;
 
 	/* --fields and --ebpf print and exit: no database is touched */
@@ -120,11 +186,17 @@ struct sink *sinks_open(struct common_opts *c, const struct schema *const *const
 		return sink_stdout_open(c->json, c->env);
 	sinkopts_init(c->sink);
 	c->json = true;
-	n = dbtable_collect(lists, nlists, schemas, MAX_SCHEMAS);
+	n = dbtable_collect(lists, nlists, events, MAX_SCHEMAS);
+	n = database_schemas(events, n, c->sink->raw_samples, schemas, &profiles);
 	if (!(t = calloc(1, sizeof(*t))))
 		return NULL;
 	t->base.ops = &tee_ops;
 	t->base.env = c->env;
+	t->raw_samples = c->sink->raw_samples;
+	if (profiles && !(t->prof = profrows_new(c->sink->profile_window_s))) {
+		free(t);
+		return NULL;
+	}
 	if (c->sink->sqlite && (t->db[t->n] = sink_sqlite_open(c->sink->sqlite, schemas, n)))
 		t->n++;
 	else if (c->sink->sqlite)

@@ -179,6 +179,7 @@ static const char *ch_type(const struct db_column *col, char *buf, size_t len)
 		t = "DateTime";
 		break;
 	case DB_MICROS:
+	case DB_ID:
 		t = "UInt64";
 		break;
 	case DB_STRING:
@@ -201,7 +202,7 @@ static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
 	for (int i = 0; i < t->ncols; i++)
 		a += (size_t)snprintf(sql + a, cap - a, "%s`%s` %s", i ? ", " : "", t->cols[i].name,
 				      ch_type(&t->cols[i], type, sizeof(type)));
-	snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY toYYYYMM(time) ORDER BY (env, host, time)");
+	snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY toYYYYMM(time) ORDER BY (%s)", t->order_by);
 	status = request(c, h, sql, NULL, 0, &reply);
 	free(sql);
 	if (status == 200)

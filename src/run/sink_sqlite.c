@@ -35,6 +35,7 @@ static const char *sql_type(enum db_type t)
 	case DB_INT:
 	case DB_BOOL:
 	case DB_MICROS:
+	case DB_ID:
 		return "INTEGER";
 	case DB_REAL:
 		return "REAL";
@@ -76,9 +77,9 @@ static int setup_table(struct sqlite_sink *q, struct sqlite_table *st)
 	snprintf(insert + b, cap - b, ")");
 	if (exec(q, create))
 		goto out;
-	/* the order the queries of the README use: by env, host and time */
-	snprintf(create, cap, "CREATE INDEX IF NOT EXISTS \"%s_key\" ON \"%s\" (env, host, time_us)",
-		 st->t.name, st->t.name);
+	/* the order the queries of pyebpf(7) use: by env, host (stack_id) and time */
+	snprintf(create, cap, "CREATE INDEX IF NOT EXISTS \"%s_key\" ON \"%s\" (env, host, %stime_us)",
+		 st->t.name, st->t.name, strstr(st->t.order_by, "stack_id") ? "stack_id, " : "");
 	if (exec(q, create))
 		goto out;
 	if (sqlite3_prepare_v2(q->db, insert, -1, &st->insert, NULL) != SQLITE_OK) {

@@ -11,6 +11,8 @@ void sinkopts_init(struct sink_opts *o)
 		o->ch_flush_interval_s = 30;
 	if (!o->ch_queue_max)
 		o->ch_queue_max = 100000;
+	if (o->profile_window_s <= 0)
+		o->profile_window_s = 10;
 }
 
 int sinkopts_handle(struct sink_opts *o, int id, char *arg)
@@ -50,6 +52,11 @@ int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 		return opts_parse_ulong("ch-queue-max", arg, 1, 100000000, &o->ch_queue_max) ? -1 : 1;
 	case OPT_ALSO_STDOUT:
 		o->also_stdout = true;
+		return 1;
+	case OPT_PROFILE_WINDOW:
+		return opts_parse_double("profile-window", arg, 0.1, 86400, &o->profile_window_s) ? -1 : 1;
+	case OPT_RAW_SAMPLES:
+		o->raw_samples = true;
 		return 1;
 	}
 	return 0;

@@ -22,6 +22,8 @@ enum {
 	OPT_CH_FLUSH_INTERVAL,
 	OPT_CH_QUEUE_MAX,
 	OPT_ALSO_STDOUT,
+	OPT_PROFILE_WINDOW,
+	OPT_RAW_SAMPLES,
 };
 
 #define OPT_ENTRIES_SINKS                                                                                   \
@@ -34,6 +36,8 @@ enum {
 	{ OPT_CH_BATCH_SIZE, 0, "ch-batch-size", "N", "rows per ClickHouse insert (default 5000)" },              \
 	{ OPT_CH_FLUSH_INTERVAL, 0, "ch-flush-interval", "SECONDS", "longest a row waits for its insert (default 30)" }, \
 	{ OPT_CH_QUEUE_MAX, 0, "ch-queue-max", "N", "rows held while ClickHouse is away; beyond, dropped and counted (default 100000)" }, \
+	{ OPT_PROFILE_WINDOW, 0, "profile-window", "SECONDS", "stack samples: one row per stack and thread per SECONDS (default 10)" }, \
+	{ OPT_RAW_SAMPLES, 0, "raw-samples", NULL, "also a row per stack sample (table ebpf_py_stacks)" }, \
 	{ OPT_ALSO_STDOUT, 0, "also-stdout", NULL, "with a database: also print every record (JSON lines) on stdout" }
 
 /* How every BPF tool's table ends, in the order --help and the man pages list them. */
@@ -58,6 +62,8 @@ struct sink_opts {
 	double ch_flush_interval_s;
 	unsigned long ch_queue_max;
 	bool also_stdout;
+	double profile_window_s; /* aggregated profile rows (profrows.h) per this many seconds */
+	bool raw_samples;        /* stack samples also as rows of their own */
 };
 
 /* Defaults (a zeroed struct gets them at sinkopts_finish too). */
