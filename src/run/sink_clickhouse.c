@@ -11,6 +11,10 @@
  * table. The counts are said at exit and, once the
  * server takes a batch again, written as rows of ebpf_dropped. A batch the server
  * rejects (a bad row rejects it whole) is dropped and counted too, with its reason.
+ *
+ * The dictionary of stacks (ebpf_stacks, profrows.h) is never dropped for a full
+ * queue, and its batch goes into the queue before any other table's: the queue is
+ * sent in order, so a row that names a stack_id lands after the stack's own row.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -25,6 +29,7 @@
 #include "dbtable.h"
 #include "jsonfmt.h"
 #include "log.h"
+#include "profrows.h"
 #include "record.h"
 
 #define MAX_TABLES 32
@@ -74,6 +79,7 @@ struct ch_sink {
 	int ntables;
 	struct ch_table tables[MAX_TABLES];
 	struct ch_table *dropped_table;
+	struct ch_table *stacks_table; /* ebpf_stacks, or NULL */
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t lock;
@@ -278,11 +284,13 @@ static void enqueue(struct ch_sink *c, struct ch_batch *b)
 	pthread_cond_signal(&c->wake);
 }
 
-/* The batch being filled into the queue. */
+/* The batch being filled into the queue (after the dictionary's: its rows come first). */
 static void hand_over(struct ch_sink *c, struct ch_table *t)
 {
 	struct ch_batch *b;
 
+	if (c->stacks_table && t != c->stacks_table)
+		hand_over(c, c->stacks_table);
 	if (!t->rows)
 		return;
 	if (!(b = calloc(1, sizeof(*b)))) {
@@ -323,7 +331,7 @@ static void ch_record(struct sink *s, const struct schema *sc, json_t *obj)
 		return;
 	pthread_mutex_lock(&c->lock);
 	queued = c->queued;
-	if (queued + c->pending >= c->queue_max) {
+	if (queued + c->pending >= c->queue_max && t != c->stacks_table) {
 		t->dropped++;
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -660,6 +668,8 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 			log_error("record %s has too many fields for a table", schemas[i]->metric);
 			goto fail;
 		}
+		if (schemas[i] == &profrows_stacks_schema)
+			c->stacks_table = &c->tables[c->ntables];
 		if (create_table(c, h, &c->tables[c->ntables++].t))
 			goto fail;
 	}
