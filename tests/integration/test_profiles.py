@@ -9,6 +9,8 @@ target's own thread_time per phase (the split), and --also-stdout's samples.
 """
 import json
 import os
+import re
+import socket
 import sqlite3
 import subprocess
 import time
@@ -16,7 +18,7 @@ import time
 import pytest
 
 from clickhouse_server import ClickHouse
-from conftest import TARGETS, Tool
+from conftest import ROOT, TARGETS, Tool
 
 PYTHON = "/usr/bin/python3.11"
 TARGET = os.path.join(TARGETS, "py_profile.py")
@@ -103,6 +105,45 @@ def clickhouse_layouts(ch):
     return raw, agg, unresolved
 
 
+def documented_queries():
+    """The queries of pyebpf(7), STORED PROFILES, in the page's order: {name: sql}."""
+    with open(os.path.join(ROOT, "man", "man7", "pyebpf.7")) as f:
+        page = f.read()
+    section = page[page.index('.SH "STORED PROFILES"'):page.index('.SH "ADDING A TRACKER"')]
+    blocks = re.findall(r"^\.EX\n(.*?)^\.EE\n", section, re.M | re.S)
+    text = [b.replace("\\(aq", "'").replace("\\-", "-") for b in blocks]
+    queries = [q.strip() for b in text for q in b.split("\n\n")]
+    names = ["top ch agg", "top ch raw", "top sqlite agg", "top sqlite raw",
+             "folded ch agg", "folded ch raw", "folded sqlite agg", "folded sqlite raw"]
+    assert len(queries) == len(names), queries
+    return dict(zip(names, queries))
+
+
+def check_documented_queries(db, ch, t1_us, t2_us):
+    """Every query of pyebpf(7) gives the same answer on both layouts and in both sinks."""
+    q = documented_queries()
+    host = socket.gethostname()
+    iso = [time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t / 1e6)) for t in (t1_us, t2_us)]
+
+    def fill(sql):
+        return sql.replace("'X'", "'fleet'").replace("'H'", "'%s'" % host).replace("'T1'", "'%s'" % iso[0]) \
+            .replace("'T2'", "'%s'" % iso[1]).replace("T1_US", str(t1_us)).replace("T2_US", str(t2_us))
+
+    con = sqlite3.connect(db)
+    answers = {}
+    for name, sql in q.items():
+        if " ch " in name:
+            rows = [tuple(r) for r in ch.rows(fill(sql).replace("FORMAT TSVRaw", "FORMAT TabSeparated"))]
+        else:
+            rows = [tuple(str(v) for v in r) for r in con.execute(fill(sql))]
+        answers[name] = sorted(rows)
+    for kind in ("top", "folded"):
+        got = {n: a for n, a in answers.items() if n.startswith(kind)}
+        assert all(got.values()), got
+        assert len({tuple(a) for a in got.values()}) == 1, got
+    return answers
+
+
 def test_split_50_30_20_aggregated_equals_raw_in_both_sinks(clickhouse, tmp_path):
     """One run into SQLite and ClickHouse with --raw-samples: per function the aggregated
     samples equal the raw rows exactly, in each sink and across them; the split is the
@@ -129,6 +170,11 @@ def test_split_50_30_20_aggregated_equals_raw_in_both_sinks(clickhouse, tmp_path
     assert len({tuple(sorted(c.items())) for c in counts.values()}) == 1, counts
     # per stack too, not only per function
     assert sorted(raw) == sorted(agg) == sorted(ch_raw) == sorted(ch_agg)
+    # pyebpf(7)'s queries, the folded stacks over two windows in the middle
+    con = sqlite3.connect(db)
+    first = con.execute("SELECT min(time_us) FROM ebpf_py_stack_profile").fetchone()[0]
+    answers = check_documented_queries(db, clickhouse, first + 5000000, first + 15000000)
+    assert sum(int(line[0].rsplit(" ", 1)[1]) for line in answers["folded ch agg"]) > 100
     got = counts["sqlite aggregated"]
     total = sum(got.values())
     assert total > 500, got  # 25 s at 99 Hz of a busy thread: ~2,500 (1,342 on a loaded machine)
