@@ -201,6 +201,8 @@ struct sink *sinks_open(struct common_opts *c, const struct schema *const *const
 		t->n++;
 	else if (c->sink->sqlite)
 		goto fail;
+	if (c->sink->sqlite && c->sink->retain_days && sink_sqlite_retain(t->db[t->n - 1], c->sink->retain_days))
+		goto fail;
 	if (c->sink->ch_url && (t->db[t->n] = sink_clickhouse_open(c->sink, schemas, n)))
 		t->db[t->n++]->env = c->env; /* its own rows (ebpf_dropped) carry it too */
 	else if (c->sink->ch_url)

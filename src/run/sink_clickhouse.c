@@ -89,6 +89,10 @@ struct ch_sink {
 	bool stopping;
 	uint64_t stop_deadline_ns;
 	bool away;                    /* the last attempt failed (said once per outage) */
+	/* --retain-days: by the sender thread, every retain_every_ns */
+	unsigned long retain_days;
+	uint64_t retain_every_ns, retain_next_ns;
+	int version;                  /* the server's, major * 1000 + minor */
 };
 
 static uint64_t now_ns(void)
@@ -112,12 +116,22 @@ static size_t on_reply(char *data, size_t size, size_t n, void *ctx)
 	return len;
 }
 
+static long request_at(struct ch_sink *c, CURL *h, const char *base, const char *query, const char *body,
+		       size_t len, struct reply *reply);
+
 /*
  * One request: query in the URL, body (may be NULL) posted. Returns the HTTP status,
  * or 0 when the server was not reached (reply->text says why).
  */
 static long request(struct ch_sink *c, CURL *h, const char *query, const char *body, size_t len,
 		    struct reply *reply)
+{
+	return request_at(c, h, c->url, query, body, len, reply);
+}
+
+/* The same at another server (base: http://HOST:PORT). */
+static long request_at(struct ch_sink *c, CURL *h, const char *base, const char *query, const char *body,
+		       size_t len, struct reply *reply)
 {
 	char *esc = curl_easy_escape(h, query, 0), *url;
 	long status = 0;
@@ -126,13 +140,13 @@ static long request(struct ch_sink *c, CURL *h, const char *query, const char *b
 
 	reply->len = 0;
 	reply->text[0] = 0;
-	n = strlen(c->url) + strlen(esc ? esc : "") + strlen(c->database) + 64;
+	n = strlen(base) + strlen(esc ? esc : "") + strlen(c->database) + 64;
 	if (!esc || !(url = malloc(n))) {
 		curl_free(esc);
 		snprintf(reply->text, sizeof(reply->text), "out of memory");
 		return 0;
 	}
-	snprintf(url, n, "%s/?database=%s&query=%s", c->url, c->database, esc);
+	snprintf(url, n, "%s/?database=%s&query=%s", base, c->database, esc);
 	curl_free(esc);
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, url);
@@ -208,7 +222,14 @@ static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
 	for (int i = 0; i < t->ncols; i++)
 		a += (size_t)snprintf(sql + a, cap - a, "%s`%s` %s", i ? ", " : "", t->cols[i].name,
 				      ch_type(&t->cols[i], type, sizeof(type)));
-	snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY toYYYYMM(time) ORDER BY (%s)", t->order_by);
+	/*
+	 * --retain-days: partitions of a day, which the sender drops when they are older
+	 * (18.16 has no TTL); servers with TTL (19.6+) also get the clause.
+	 */
+	a += (size_t)snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY %s ORDER BY (%s)",
+			      c->retain_days ? "toDate(time)" : "toYYYYMM(time)", t->order_by);
+	if (c->retain_days && c->version >= 19006)
+		snprintf(sql + a, cap - a, " TTL time + INTERVAL %lu DAY", c->retain_days);
 	status = request(c, h, sql, NULL, 0, &reply);
 	free(sql);
 	if (status == 200)
@@ -221,10 +242,14 @@ static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
 static int check_server(struct ch_sink *c, CURL *h)
 {
 	struct reply reply;
-	long status = request(c, h, "SELECT 1", NULL, 0, &reply);
+	long status = request(c, h, "SELECT version()", NULL, 0, &reply);
+	int major = 0, minor = 0;
 
-	if (status == 200)
+	if (status == 200) {
+		if (sscanf(reply.text, "%d.%d", &major, &minor) == 2)
+			c->version = major * 1000 + minor;
 		return 0;
+	}
 	if (!status)
 		log_error("cannot reach ClickHouse at %s: %s", c->url, reply.text);
 	else if (strstr(reply.text, "Code: 192") || strstr(reply.text, "Code: 193") ||
@@ -443,6 +468,51 @@ static void wait_ms(struct ch_sink *c, unsigned ms)
 	pthread_cond_timedwait(&c->wake, &c->lock, &ts);
 }
 
+/*
+ * --retain-days on one server: drops the partitions of table whose newest row is older
+ * than the bound (whole days; with monthly partitions, of tables made before, whole
+ * months). Said on stderr when something was dropped.
+ */
+static void retain_table(struct ch_sink *c, CURL *h, const char *base, const char *table, long long bound_s)
+{
+	char query[512], ids[4096], *save = NULL;
+	struct reply reply;
+	long status;
+
+	snprintf(query, sizeof(query),
+		 "SELECT partition_id FROM system.parts WHERE database = '%s' AND table = '%s' AND active "
+		 "GROUP BY partition_id HAVING max(max_time) < toDateTime(%lld) FORMAT TSV",
+		 c->database, table, bound_s);
+	status = request_at(c, h, base, query, NULL, 0, &reply);
+	if (status != 200) {
+		log_warn("ClickHouse at %s: retention of %s: HTTP %ld: %.200s", base, table, status, reply.text);
+		return;
+	}
+	/* the ids on one line (request() made the newlines spaces) */
+	snprintf(ids, sizeof(ids), "%s", reply.text);
+	for (char *id = strtok_r(ids, " ", &save); id; id = strtok_r(NULL, " ", &save)) {
+		snprintf(query, sizeof(query), "ALTER TABLE %s DROP PARTITION ID '%s'", table, id);
+		status = request_at(c, h, base, query, NULL, 0, &reply);
+		if (status == 200)
+			log_info("ClickHouse at %s: retention: partition %s of %s dropped", base, id, table);
+		else
+			log_warn("ClickHouse at %s: retention: dropping partition %s of %s: HTTP %ld: %.200s", base, id,
+				 table, status, reply.text);
+	}
+}
+
+/* One retention pass over every table. */
+static void retain(struct ch_sink *c, CURL *h)
+{
+	struct timespec now;
+	long long bound_s;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	bound_s = sinkopts_retain_bound_us(c->retain_days, (long long)now.tv_sec * 1000000) / 1000000;
+	for (int i = 0; i < c->ntables; i++)
+		retain_table(c, h, c->url, c->tables[i].t.name, bound_s);
+}
+
 static void *sender(void *arg)
 {
 	struct ch_sink *c = arg;
@@ -460,8 +530,22 @@ static void *sender(void *arg)
 		long status;
 		int k;
 
-		while (!c->head && !c->stopping)
+		if (c->retain_days && now_ns() >= c->retain_next_ns && !c->stopping) {
+			pthread_mutex_unlock(&c->lock);
+			if (h)
+				retain(c, h);
+			pthread_mutex_lock(&c->lock);
+			c->retain_next_ns = now_ns() + c->retain_every_ns;
+			continue;
+		}
+		while (!c->head && !c->stopping && !c->retain_days)
 			pthread_cond_wait(&c->wake, &c->lock);
+		if (!c->head && !c->stopping && c->retain_days) {
+			/* nothing to send: wait for rows or the next retention pass */
+			uint64_t left = c->retain_next_ns - now_ns();
+			wait_ms(c, left > 1000000000ull ? 1000 : (unsigned)(left / 1000000) + 1);
+			continue;
+		}
 		if (!c->head || (c->stopping && now_ns() >= c->stop_deadline_ns))
 			break;
 		b = c->head;
@@ -651,6 +735,8 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 	c->batch_size = o->ch_batch_size;
 	c->queue_max = o->ch_queue_max;
 	c->flush_ns = (uint64_t)(o->ch_flush_interval_s * 1e9);
+	c->retain_days = o->retain_days;
+	c->retain_every_ns = (uint64_t)(sinkopts_retain_interval_s() * 1e9);
 	if (!c->user || !c->database || read_password(o, &c->password))
 		goto fail;
 	if (!plain_name(c->database)) {

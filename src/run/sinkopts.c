@@ -58,6 +58,8 @@ int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 	case OPT_RAW_SAMPLES:
 		o->raw_samples = true;
 		return 1;
+	case OPT_RETAIN_DAYS:
+		return opts_parse_ulong("retain-days", arg, 1, 100000, &o->retain_days) ? -1 : 1;
 	}
 	return 0;
 }
@@ -65,4 +67,19 @@ int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 bool sinkopts_any_database(const struct sink_opts *o)
 {
 	return o && (o->sqlite || o->ch_url);
+}
+
+long long sinkopts_retain_bound_us(unsigned long days, long long now_us)
+{
+	const long long day_us = 86400LL * 1000000;
+
+	return (now_us / day_us - (long long)days) * day_us;
+}
+
+double sinkopts_retain_interval_s(void)
+{
+	const char *knob = getenv("PYEBPF_RETAIN_INTERVAL_S");
+	double s = knob ? strtod(knob, NULL) : 0;
+
+	return s > 0 ? s : 3600;
 }

@@ -24,6 +24,7 @@ enum {
 	OPT_ALSO_STDOUT,
 	OPT_PROFILE_WINDOW,
 	OPT_RAW_SAMPLES,
+	OPT_RETAIN_DAYS,
 };
 
 #define OPT_ENTRIES_SINKS                                                                                   \
@@ -38,6 +39,7 @@ enum {
 	{ OPT_CH_QUEUE_MAX, 0, "ch-queue-max", "N", "rows held while ClickHouse is away; beyond, dropped and counted (default 100000)" }, \
 	{ OPT_PROFILE_WINDOW, 0, "profile-window", "SECONDS", "stack samples: one row per stack and thread per SECONDS (default 10)" }, \
 	{ OPT_RAW_SAMPLES, 0, "raw-samples", NULL, "also a row per stack sample (table ebpf_py_stacks)" }, \
+	{ OPT_RETAIN_DAYS, 0, "retain-days", "N", "delete rows older than N days (whole UTC days), every hour" }, \
 	{ OPT_ALSO_STDOUT, 0, "also-stdout", NULL, "with a database: also print every record (JSON lines) on stdout" }
 
 /* How every BPF tool's table ends, in the order --help and the man pages list them. */
@@ -64,7 +66,16 @@ struct sink_opts {
 	bool also_stdout;
 	double profile_window_s; /* aggregated profile rows (profrows.h) per this many seconds */
 	bool raw_samples;        /* stack samples also as rows of their own */
+	unsigned long retain_days; /* 0: keep everything */
 };
+
+/*
+ * Retention (--retain-days): rows whose UTC day is more than days before today's go;
+ * the bound is the start of that day, in microseconds since the epoch.
+ */
+long long sinkopts_retain_bound_us(unsigned long days, long long now_us);
+/* Seconds between retention passes: 3600, or $PYEBPF_RETAIN_INTERVAL_S (the tests' knob). */
+double sinkopts_retain_interval_s(void);
 
 /* Defaults (a zeroed struct gets them at sinkopts_finish too). */
 void sinkopts_init(struct sink_opts *o);

@@ -184,3 +184,115 @@ def test_split_50_30_20_aggregated_equals_raw_in_both_sinks(clickhouse, tmp_path
         assert abs(share - own) <= 0.03, (f, share, own, got, truth)
     # the target's split is the one it was written for (only shows the phases happened)
     assert abs(truth["a"] / spent - 0.5) < 0.1 and abs(truth["c"] / spent - 0.2) < 0.1, truth
+
+
+DAY_US = 86400 * 1000000
+
+
+def retain_bound_us(days, now_us):
+    """The start of the UTC day `days` before today's: rows before it go."""
+    return (now_us // DAY_US - days) * DAY_US
+
+
+def pystack_run(target, seconds, *args, env=None):
+    t = Tool("pystack", ["-p", str(target.pid), "-e", "fleet"] + list(args), json_mode=False,
+             env=dict(os.environ, **(env or {})))
+    t.wait_ready()
+    time.sleep(seconds)
+    return t.stop()
+
+
+def old_rows(now_us, bound):
+    """(time_us, kept) of synthetic rows around the bound: far back, a second before it,
+    the bound itself, and a day ago."""
+    return [(now_us - 10 * DAY_US, False), (bound - 1000000, False), (bound, True), (now_us - DAY_US, True)]
+
+
+def test_sqlite_retention_deletes_exactly_the_old_rows_while_read_and_written(tmp_path):
+    """--retain-days 3 with the hourly pass forced every second: the rows before the bound
+    go (also 100,000 of them: deleted in chunks while the run writes and a reader reads),
+    the others stay, and every sample of the run is stored."""
+    import threading
+    db = str(tmp_path / "retain.db")
+    target = Target("split")
+    target.go()
+    try:
+        first = pystack_run(target, 1, "--sqlite", db)
+        assert first.returncode == 0, first.stderr
+        now_us = int(time.time() * 1e6)
+        bound = retain_bound_us(3, now_us)
+        con = sqlite3.connect(db)
+        cols = [r[1] for r in con.execute("PRAGMA table_info(ebpf_py_stack_profile)")]
+        marks = old_rows(now_us, bound)
+
+        def row(t_us, tid):
+            vals = {"env": "fleet", "host": "old", "time": "x", "time_us": t_us, "window_end": "x",
+                    "window_end_us": t_us + 10000000, "pid": 1, "tid": tid, "stack_id": 42, "samples": 1}
+            return [vals.get(c) for c in cols]
+        ins = "INSERT INTO ebpf_py_stack_profile VALUES (%s)" % ",".join("?" * len(cols))
+        con.executemany(ins, [row(t, i) for i, (t, _) in enumerate(marks)])
+        con.executemany(ins, [row(bound - 2 * DAY_US + i, 1000 + i) for i in range(100000)])
+        con.commit()
+        before = con.execute("SELECT count(*) FROM ebpf_py_stack_profile WHERE host != 'old'").fetchone()[0]
+        stop, reads, errors = threading.Event(), [], []
+
+        def reader():
+            r = sqlite3.connect(db, timeout=1)
+            while not stop.is_set():
+                t0 = time.time()
+                try:
+                    r.execute("SELECT count(*), sum(samples) FROM ebpf_py_stack_profile").fetchone()
+                except sqlite3.Error as e:
+                    errors.append(str(e))
+                reads.append(time.time() - t0)
+        th = threading.Thread(target=reader)
+        th.start()
+        try:
+            second = pystack_run(target, 5, "--sqlite", db, "--retain-days", "3", "--profile-window", "1",
+                                 env={"PYEBPF_RETAIN_INTERVAL_S": "1"})
+        finally:
+            stop.set()
+            th.join()
+    finally:
+        target.kill()
+    assert second.returncode == 0, second.stderr
+    assert "100002 rows before" in second.stderr, second.stderr
+    assert not errors and len(reads) > 10, (errors, len(reads))
+    left = {t for (t,) in con.execute("SELECT time_us FROM ebpf_py_stack_profile WHERE host = 'old'")}
+    assert left == {t for t, kept in marks if kept}, (left, marks)
+    # the runs' own rows: all there, every sample of the second run counted once
+    samples = int(re.search(r"samples=(\d+)", second.stderr).group(1))
+    total = con.execute("SELECT sum(samples) FROM ebpf_py_stack_profile WHERE host != 'old'").fetchone()[0]
+    assert con.execute("SELECT count(*) FROM ebpf_py_stack_profile WHERE host != 'old'").fetchone()[0] > before
+    first_samples = int(re.search(r"samples=(\d+)", first.stderr).group(1))
+    assert total == first_samples + samples, (total, first_samples, samples)
+
+
+def test_clickhouse_retention_drops_old_day_partitions(clickhouse):
+    """--retain-days 3 on 18.16 (no TTL): tables by day; the pass (forced every second)
+    drops the partitions before the bound, keeps the others."""
+    target = Target("split")
+    target.go()
+    try:
+        first = pystack_run(target, 1, "--clickhouse-url", clickhouse.url, "--retain-days", "3")
+        assert first.returncode == 0, first.stderr
+        create = clickhouse.query("SHOW CREATE TABLE ebpf_py_stack_profile")
+        assert "PARTITION BY toDate(time)" in create, create
+        now_us = int(time.time() * 1e6)
+        bound = retain_bound_us(3, now_us)
+        marks = old_rows(now_us, bound)
+        rows = "\n".join(json.dumps({"env": "fleet", "host": "old", "time": t // 1000000, "time_us": t,
+                                     "window_end": t // 1000000 + 10, "window_end_us": t + 10000000,
+                                     "pid": 1, "tid": i, "container_pid": 1, "thread_name": "x", "task": "",
+                                     "stack_id": 42, "samples": 1}) for i, (t, _) in enumerate(marks))
+        clickhouse.query("INSERT INTO ebpf_py_stack_profile FORMAT JSONEachRow\n" + rows)
+        assert clickhouse.count("ebpf_py_stack_profile", "host = 'old'") == 4
+        second = pystack_run(target, 3, "--clickhouse-url", clickhouse.url, "--retain-days", "3",
+                             env={"PYEBPF_RETAIN_INTERVAL_S": "1"})
+        assert second.returncode == 0, second.stderr
+    finally:
+        target.kill()
+    left = {int(t) for (t,) in clickhouse.rows("SELECT time_us FROM ebpf_py_stack_profile WHERE host = 'old'")}
+    assert left == {t for t, kept in marks if kept}, (left, marks)
+    assert "retention: partition" in second.stderr, second.stderr
+    assert clickhouse.count("ebpf_py_stack_profile", "host != 'old'") > 0
