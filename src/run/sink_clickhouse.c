@@ -33,6 +33,8 @@
 #include "record.h"
 
 #define MAX_TABLES 32
+/* The most nodes of a cluster whose tables are made and kept. */
+#define MAX_NODES 64
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
 /* The most one insert carries when queued batches of a table are sent together. */
@@ -93,6 +95,9 @@ struct ch_sink {
 	unsigned long retain_days;
 	uint64_t retain_every_ns, retain_next_ns;
 	int version;                  /* the server's, major * 1000 + minor */
+	char *cluster;                /* --clickhouse-cluster, or NULL */
+	int nnodes;                   /* the servers its tables live on (1 without a cluster) */
+	char nodes[MAX_NODES][256];
 };
 
 static uint64_t now_ns(void)
@@ -209,7 +214,9 @@ static const char *ch_type(const struct db_column *col, char *buf, size_t len)
 	return buf;
 }
 
-static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
+/* The MergeTree table t, named name, at the server base. */
+static int create_merge_tree(struct ch_sink *c, CURL *h, const char *base, const struct db_table *t,
+			     const char *name)
 {
 	size_t cap = 256 + (size_t)t->ncols * 96, a;
 	char *sql = malloc(cap), type[40];
@@ -218,7 +225,7 @@ static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
 
 	if (!sql)
 		return -1;
-	a = (size_t)snprintf(sql, cap, "CREATE TABLE IF NOT EXISTS %s (", t->name);
+	a = (size_t)snprintf(sql, cap, "CREATE TABLE IF NOT EXISTS %s (", name);
 	for (int i = 0; i < t->ncols; i++)
 		a += (size_t)snprintf(sql + a, cap - a, "%s`%s` %s", i ? ", " : "", t->cols[i].name,
 				      ch_type(&t->cols[i], type, sizeof(type)));
@@ -230,12 +237,84 @@ static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
 			      c->retain_days ? "toDate(time)" : "toYYYYMM(time)", t->order_by);
 	if (c->retain_days && c->version >= 19006)
 		snprintf(sql + a, cap - a, " TTL time + INTERVAL %lu DAY", c->retain_days);
-	status = request(c, h, sql, NULL, 0, &reply);
+	status = request_at(c, h, base, sql, NULL, 0, &reply);
 	free(sql);
 	if (status == 200)
 		return 0;
-	log_error("ClickHouse at %s: cannot create table %s.%s: %s", c->url, c->database, t->name, reply.text);
+	log_error("ClickHouse at %s: cannot create table %s.%s: %s", base, c->database, name, reply.text);
 	return -1;
+}
+
+/* The table that holds t's rows on each server: t itself, or with a cluster t_local. */
+static void local_name(const struct ch_sink *c, const struct db_table *t, char *buf, size_t len)
+{
+	snprintf(buf, len, c->cluster ? "%s_local" : "%s", t->name);
+}
+
+/*
+ * t on the server, or with --clickhouse-cluster: t_local (MergeTree) on every node,
+ * then on every node t itself as a Distributed table over them, sharded by host, so
+ * that one host's rows stay on one shard (its dictionary of stacks with them) and any
+ * node answers queries. No ON CLUSTER: that needs ZooKeeper on 18.16.
+ */
+static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
+{
+	char local[96], sql[512];
+	struct reply reply;
+
+	local_name(c, t, local, sizeof(local));
+	for (int i = 0; i < c->nnodes; i++)
+		if (create_merge_tree(c, h, c->nodes[i], t, local))
+			return -1;
+	if (!c->cluster)
+		return 0;
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE IF NOT EXISTS %s AS %s ENGINE = Distributed(%s, %s, %s, cityHash64(host))", t->name,
+		 local, c->cluster, c->database, local);
+	for (int i = 0; i < c->nnodes; i++) {
+		long status = request_at(c, h, c->nodes[i], sql, NULL, 0, &reply);
+		if (status != 200) {
+			log_error("ClickHouse at %s: cannot create table %s.%s: %s", c->nodes[i], c->database, t->name,
+				  reply.text);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * --clickhouse-cluster: the nodes system.clusters lists for it, each reached over HTTP
+ * at its host_address and the port of --clickhouse-url (every node listens for HTTP
+ * on the same port). Without a cluster: the one server.
+ */
+static int find_nodes(struct ch_sink *c, CURL *h)
+{
+	char query[256], text[sizeof(((struct reply *)0)->text)], *save = NULL, *port, *hostp;
+	const char *scheme_end = strstr(c->url, "://");
+	struct reply reply;
+	long status;
+
+	snprintf(c->nodes[0], sizeof(c->nodes[0]), "%s", c->url);
+	c->nnodes = 1;
+	if (!c->cluster)
+		return 0;
+	hostp = strrchr(c->url, ']') ? strrchr(c->url, ']') : (char *)scheme_end + 3;
+	port = strchr(hostp, ':');
+	snprintf(query, sizeof(query),
+		 "SELECT DISTINCT host_address FROM system.clusters WHERE cluster = '%s' FORMAT TSV", c->cluster);
+	status = request(c, h, query, NULL, 0, &reply);
+	if (status != 200 || !reply.text[0]) {
+		log_error("ClickHouse at %s has no cluster '%s' in system.clusters (remote_servers)%s%.300s", c->url,
+			  c->cluster, status == 200 ? "" : ": ", status == 200 ? "" : reply.text);
+		return -1;
+	}
+	c->nnodes = 0;
+	snprintf(text, sizeof(text), "%s", reply.text);
+	for (char *addr = strtok_r(text, " ", &save); addr && c->nnodes < MAX_NODES; addr = strtok_r(NULL, " ", &save))
+		snprintf(c->nodes[c->nnodes++], sizeof(c->nodes[0]), strchr(addr, ':') ? "%.*s[%s]%s" : "%.*s%s%s",
+			 (int)(scheme_end + 3 - c->url), c->url, addr, port ? port : "");
+	log_info("ClickHouse cluster %s: %d nodes", c->cluster, c->nnodes);
+	return 0;
 }
 
 /* Start-up: the server answers, takes the user and the password, has the database. */
@@ -509,8 +588,13 @@ static void retain(struct ch_sink *c, CURL *h)
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	bound_s = sinkopts_retain_bound_us(c->retain_days, (long long)now.tv_sec * 1000000) / 1000000;
-	for (int i = 0; i < c->ntables; i++)
-		retain_table(c, h, c->url, c->tables[i].t.name, bound_s);
+	char local[96];
+
+	for (int n = 0; n < c->nnodes; n++)
+		for (int i = 0; i < c->ntables; i++) {
+			local_name(c, &c->tables[i].t, local, sizeof(local));
+			retain_table(c, h, c->nodes[n], local, bound_s);
+		}
 }
 
 static void *sender(void *arg)
@@ -654,6 +738,7 @@ static int ch_close(struct sink *s)
 	free(c->user);
 	free(c->password);
 	free(c->database);
+	free(c->cluster);
 	free(c);
 	return 0;
 }
@@ -736,6 +821,8 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 	c->queue_max = o->ch_queue_max;
 	c->flush_ns = (uint64_t)(o->ch_flush_interval_s * 1e9);
 	c->retain_days = o->retain_days;
+	if (o->ch_cluster && !(c->cluster = strdup(o->ch_cluster)))
+		goto fail;
 	c->retain_every_ns = (uint64_t)(sinkopts_retain_interval_s() * 1e9);
 	if (!c->user || !c->database || read_password(o, &c->password))
 		goto fail;
@@ -743,11 +830,15 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 		log_error("invalid --clickhouse-database '%s': letters, digits and _ only", c->database);
 		goto fail;
 	}
+	if (c->cluster && !plain_name(c->cluster)) {
+		log_error("invalid --clickhouse-cluster '%s': letters, digits and _ only", c->cluster);
+		goto fail;
+	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) || !(h = curl_easy_init())) {
 		log_error("cannot initialize libcurl");
 		goto fail;
 	}
-	if (check_server(c, h))
+	if (check_server(c, h) || find_nodes(c, h))
 		goto fail;
 	for (int i = 0; i < n && c->ntables < MAX_TABLES - 1; i++) {
 		if (dbtable_init(&c->tables[c->ntables].t, schemas[i])) {
@@ -781,6 +872,7 @@ fail:
 	free(c->user);
 	free(c->password);
 	free(c->database);
+	free(c->cluster);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	free(c);

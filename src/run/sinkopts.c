@@ -44,6 +44,9 @@ int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 	case OPT_CH_DATABASE:
 		o->ch_database = arg;
 		return 1;
+	case OPT_CH_CLUSTER:
+		o->ch_cluster = arg;
+		return 1;
 	case OPT_CH_BATCH_SIZE:
 		return opts_parse_ulong("ch-batch-size", arg, 1, 1000000, &o->ch_batch_size) ? -1 : 1;
 	case OPT_CH_FLUSH_INTERVAL:

@@ -25,6 +25,7 @@ enum {
 	OPT_PROFILE_WINDOW,
 	OPT_RAW_SAMPLES,
 	OPT_RETAIN_DAYS,
+	OPT_CH_CLUSTER,
 };
 
 #define OPT_ENTRIES_SINKS                                                                                   \
@@ -34,6 +35,7 @@ enum {
 	{ OPT_CH_PASSWORD, 0, "clickhouse-password", "PASS", "ClickHouse password (hidden from ps; see also the next)" }, \
 	{ OPT_CH_PASSWORD_FILE, 0, "clickhouse-password-file", "FILE", "read the ClickHouse password from FILE" }, \
 	{ OPT_CH_DATABASE, 0, "clickhouse-database", "DB", "ClickHouse database of the tables (default: default)" }, \
+	{ OPT_CH_CLUSTER, 0, "clickhouse-cluster", "NAME", "tables on every node of cluster NAME, written through a Distributed table" }, \
 	{ OPT_CH_BATCH_SIZE, 0, "ch-batch-size", "N", "rows per ClickHouse insert (default 5000)" },              \
 	{ OPT_CH_FLUSH_INTERVAL, 0, "ch-flush-interval", "SECONDS", "longest a row waits for its insert (default 30)" }, \
 	{ OPT_CH_QUEUE_MAX, 0, "ch-queue-max", "N", "rows held while ClickHouse is away; beyond, dropped and counted (default 100000)" }, \
@@ -60,6 +62,7 @@ struct sink_opts {
 	char *ch_password; /* a copy (the command line's is blanked) */
 	const char *ch_password_file;
 	const char *ch_database;
+	const char *ch_cluster;
 	unsigned long ch_batch_size;
 	double ch_flush_interval_s;
 	unsigned long ch_queue_max;

@@ -296,3 +296,114 @@ def test_clickhouse_retention_drops_old_day_partitions(clickhouse):
     assert left == {t for t, kept in marks if kept}, (left, marks)
     assert "retention: partition" in second.stderr, second.stderr
     assert clickhouse.count("ebpf_py_stack_profile", "host != 'old'") > 0
+
+
+def test_cluster_two_shards_one_stopped_6_s_nothing_lost_or_doubled(tmp_path):
+    """--clickhouse-cluster on a real two-shard cluster of 18.16 servers (127.0.0.1 and
+    127.0.0.2, the same HTTP port, own tcp ports and dirs, remote_servers naming both):
+    two "hosts" (own UTS namespaces and hostnames), each writing through the other
+    host's shard, so that every insert crosses shards. Shard B is stopped for 6 s in the
+    middle: run 1's own inserts (into B) are retried by the sink, run 2's rows for B wait
+    in A's Distributed queue. Then every sample of each run (--also-stdout: the ground
+    truth) is a row exactly once, on its host's shard; the aggregated sums match; every
+    stack_id resolves; retention (forced every second) dropped the old days on both."""
+    from clickhouse_server import cluster_config, free_port
+    http, tcp_a, tcp_b = free_port(), free_port(), free_port()
+    cfg = cluster_config("fleet", [("127.0.0.1", tcp_a), ("127.0.0.2", tcp_b)])
+    a = ClickHouse(tmp_path / "a", "127.0.0.1", http, tcp_a, cfg)
+    b = ClickHouse(tmp_path / "b", "127.0.0.2", http, tcp_b, cfg)
+    target = Target("split")
+    target.go()
+    runs = []
+    try:
+        # a hostname per shard: Distributed picks shard cityHash64(host) % 2
+        names = ["fleet-host-%d" % i for i in range(16)]
+        shard = dict(zip(names, [int(v) for v in a.query(
+            "SELECT arrayJoin([%s]) AS h, cityHash64(h) %% 2" % ",".join("'%s'" % n for n in names)
+        ).split()[1::2]]))
+        host_a = next(n for n in names if shard[n] == 0)
+        host_b = next(n for n in names if shard[n] == 1)
+        for host, entry in ((host_a, b), (host_b, a)):
+            t = Tool("pystack", ["-p", str(target.pid), "-e", "fleet", "--raw-samples", "--also-stdout",
+                                 "--clickhouse-url", entry.url, "--clickhouse-cluster", "fleet",
+                                 "--ch-flush-interval", "0.5", "--profile-window", "1", "--retain-days", "3"],
+                     json_mode=False, env=dict(os.environ, PYEBPF_RETAIN_INTERVAL_S="1"),
+                     prefix=["unshare", "--uts", "sh", "-c", 'hostname "%s" && exec "$0" "$@"' % host])
+            t.json_mode = True
+            runs.append((host, t))
+        for _, t in runs:
+            t.wait_ready()
+        # old days on both shards (straight into the local tables), for the retention pass
+        now_us = int(time.time() * 1e6)
+        marks = old_rows(now_us, retain_bound_us(3, now_us))
+        for server, host in ((a, host_a), (b, host_b)):
+            rows = "\n".join(json.dumps({"env": "old", "host": host, "time": t // 1000000, "time_us": t,
+                                         "window_end": t // 1000000 + 1, "window_end_us": t + 1000000, "pid": 1,
+                                         "tid": i, "container_pid": 1, "thread_name": "x", "task": "",
+                                         "stack_id": 42, "samples": 1}) for i, (t, _) in enumerate(marks))
+            server.query("INSERT INTO ebpf_py_stack_profile_local FORMAT JSONEachRow\n" + rows)
+        time.sleep(4)
+        # stopped (SIGTERM), not crashed: a crash between a commit and its answer would
+        # have the sink send the batch again (at least once: pyebpf(7), DATABASE SINKS)
+        b.stop()
+        time.sleep(6)
+        b.start()
+        time.sleep(4)
+        for _, t in runs:
+            t.stop()
+            assert t.returncode == 0, t.stderr
+    finally:
+        target.kill()
+    try:
+        printed = {host: t.events("py_stack") for host, t in runs}
+        assert all(len(p) > 200 for p in printed.values()), {h: len(p) for h, p in printed.items()}
+        # the rows waiting in A's Distributed queue reach B once it is back
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            counts = dict((h, int(n)) for h, n in a.rows("SELECT host, count() FROM ebpf_py_stacks GROUP BY host"))
+            if all(counts.get(h, 0) >= len(p) for h, p in printed.items()):
+                break
+            time.sleep(1)
+        for host, t in runs:
+            mine = printed[host]
+            keys = sorted((e["tid"], e["time"]) for e in mine)
+            rows = a.rows("SELECT tid, time_us FROM ebpf_py_stacks WHERE host = '%s'" % host)
+            assert len(rows) == len(mine), (host, len(rows), len(mine), t.stderr[-1500:])
+            assert len({tuple(r) for r in rows}) == len(rows), "doubled rows"
+            assert len(keys) == len(set(keys))
+            agg = int(a.query("SELECT sum(samples) FROM ebpf_py_stack_profile WHERE host = '%s' AND env = 'fleet'"
+                              % host))
+            assert agg == len(mine), (host, agg, len(mine))
+        # each host's rows on its own shard only
+        assert {h for (h,) in a.rows("SELECT DISTINCT host FROM ebpf_py_stacks_local")} == {host_a}
+        assert {h for (h,) in b.rows("SELECT DISTINCT host FROM ebpf_py_stacks_local")} == {host_b}
+        # every stack_id resolves on its own shard (the subquery runs on each shard, locally)
+        assert a.count("ebpf_py_stack_profile", "env = 'fleet' AND stack_id NOT IN"
+                       " (SELECT stack_id FROM ebpf_stacks_local)") == 0
+        # pyebpf(7)'s folded stacks on the cluster (ebpf_stacks_local in the join): as the raw rows
+        q = documented_queries()
+        for host, _ in runs:
+            got = {}
+            for name in ("folded ch agg", "folded ch raw"):
+                sql = q[name].replace("FROM ebpf_stacks\n", "FROM ebpf_stacks_local\n").replace("'H'", "'%s'" % host)
+                sql = sql.replace("'T1'", "'2000-01-01 00:00:00'").replace("'T2'", "'2100-01-01 00:00:00'")
+                got[name] = sorted(a.query(sql.replace("TSVRaw", "TabSeparated")).splitlines())
+            assert got["folded ch agg"] == got["folded ch raw"] and got["folded ch raw"], got
+        # run 1 wrote into B: it saw B go away and come back
+        assert "is away" in runs[0][1].stderr and "is back" in runs[0][1].stderr, runs[0][1].stderr[-2000:]
+        # retention on both shards: the old days went, the kept ones stayed
+        for server in (a, b):
+            left = {int(t) for (t,) in server.rows("SELECT time_us FROM ebpf_py_stack_profile_local"
+                                                   " WHERE env = 'old'")}
+            assert left == {t for t, kept in marks if kept}, (server.url, left)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_unknown_cluster_is_a_clear_start_up_error(clickhouse):
+    from conftest import run, tool_path
+    out = run([tool_path("pystack"), "-p", str(os.getpid()), "--clickhouse-url", clickhouse.url,
+               "--clickhouse-cluster", "nowhere", "-d", "1"], check=False)
+    assert out.returncode == 1, out.stderr
+    assert "has no cluster 'nowhere' in system.clusters" in out.stderr, out.stderr
