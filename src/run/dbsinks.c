@@ -40,9 +40,12 @@ static void tee_record(struct sink *s, const struct schema *sc, json_t *obj)
 
 	if (t->out)
 		t->out->ops->record(t->out, sc, obj);
-	if (t->prof && profrows_profile_of(sc)) {
+	if (t->prof && profrows_wanted(sc)) {
 		profrows_add(t->prof, sc, obj);
-		if (!t->raw_samples)
+		/* the dictionary rows first: an event row may name them */
+		profrows_emit_stacks(t->prof, to_databases, t);
+		/* a sample is no event: it is in the profile (and with --raw-samples a row) */
+		if (profrows_is_sample(sc) && !t->raw_samples)
 			return;
 	}
 	to_databases(t, sc, obj);
@@ -162,12 +165,12 @@ static int database_schemas(const struct schema **in, int nin, bool raw, const s
 	*profiles = false;
 	for (int i = 0; i < nin && n < MAX_SCHEMAS - 2; i++) {
 		const struct schema *p = profrows_profile_of(in[i]);
-		if (!p || raw)
+		/* samples are no events: their own rows only with --raw-samples */
+		if (!profrows_is_sample(in[i]) || raw)
 			out[n++] = in[i];
-		if (p) {
+		if (p)
 			out[n++] = p;
-			*profiles = true;
-		}
+		*profiles |= profrows_wanted(in[i]);
 	}
 	if (*profiles)
 		out[n++] = &profrows_stacks_schema;

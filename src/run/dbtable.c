@@ -69,8 +69,14 @@ int dbtable_init(struct db_table *t, const struct schema *sc)
 		if (!strcmp(f->name, "metric") || !strcmp(f->name, "env") || !strcmp(f->name, "time"))
 			continue;
 		bool id = !strcmp(f->name, "stack_id");
+		if (profrows_is_stack_field(sc, f)) {
+			if (add(t, f->name, "_id", DB_ID, f->name, false))
+				return -1;
+			t->cols[t->ncols - 1].stack_id = true;
+			continue;
+		}
 		if (add(t, f->name, "", id ? DB_ID : db_type_of(f->type), f->name,
-			profrows_is_profile(sc) && (id || !strcmp(f->name, "samples"))))
+			profrows_is_profile(sc) && (id || !strcmp(f->name, "samples") || !strcmp(f->name, "weight_us"))))
 			return -1;
 		if (f->type == FIELD_TIME && add(t, f->name, "_us", DB_MICROS, f->name, false))
 			return -1;
@@ -175,6 +181,9 @@ json_t *dbtable_row(const struct db_table *t, json_t *obj, const char *host)
 			json_t *s = json_string(time_iso);
 			v = value(c, s);
 			json_decref(s);
+		} else if (c->stack_id) {
+			const char *stack = json_string_value(json_object_get(obj, c->field));
+			v = stack ? json_integer(profrows_stack_id(stack)) : json_null();
 		} else {
 			v = value(c, json_object_get(obj, c->field));
 			if (c->key && json_is_null(v)) {

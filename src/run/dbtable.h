@@ -29,6 +29,7 @@ struct db_column {
 	enum db_type type;
 	const char *field; /* the record's key */
 	bool key;          /* env, host, time, time_us (and a profile's stack_id, samples): never null */
+	bool stack_id;     /* the stack_id of the field's stack text (column NAME_id, profrows.h) */
 };
 
 #define DB_MAX_COLUMNS 96

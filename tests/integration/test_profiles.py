@@ -407,3 +407,48 @@ def test_unknown_cluster_is_a_clear_start_up_error(clickhouse):
                "--clickhouse-cluster", "nowhere", "-d", "1"], check=False)
     assert out.returncode == 1, out.stderr
     assert "has no cluster 'nowhere' in system.clusters" in out.stderr, out.stderr
+
+
+def test_gil_and_off_cpu_events_name_their_stacks_and_weigh_them(tmp_path):
+    """pymonitor --enable gil offcpu on two CPU-bound threads (GIL waits, and the waits
+    are time off the CPU): the event rows name their Python stacks by stack_id, each
+    resolves in ebpf_stacks to the text --also-stdout printed, and the profile rows
+    weigh each stack by the events' own time, to the microsecond."""
+    db = str(tmp_path / "weighted.db")
+    w = subprocess.Popen([PYTHON, os.path.join(TARGETS, "gil_workload.py"), "cpu2", "6"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert w.stdout.readline().startswith(b"ready")
+        mon = Tool("pymonitor", ["-p", str(w.pid), "-e", "fleet", "--enable", "gil", "offcpu",
+                                 "--offcpu-min-total-ms", "1", "--sqlite", db, "--also-stdout"], json_mode=False)
+        mon.json_mode = True
+        mon.wait_ready()
+        w.stdin.write(b"go\n")
+        w.stdin.flush()
+        w.communicate(timeout=60)
+        time.sleep(1)
+        mon.stop()
+    finally:
+        if w.poll() is None:
+            w.kill()
+    assert mon.returncode == 0, mon.stderr
+    con = sqlite3.connect(db)
+    stacks = dict(con.execute("SELECT DISTINCT stack_id, stack FROM ebpf_stacks"))
+    checks = (("gil_wait", "ebpf_gil_wait", "holder_py_stack", "duration_ms", "ebpf_gil_holder_profile"),
+              ("off_cpu", "ebpf_off_cpu", "py_stack", "off_cpu_ms", "ebpf_off_cpu_profile"))
+    for metric, table, field, weight, profile in checks:
+        events = [e for e in mon.events(metric) if e.get(field) is not None]
+        assert len(events) > 20, (metric, len(events))
+        # the event rows: one each, the stack as its id, which resolves to the same text
+        ids = [r[0] for r in con.execute("SELECT %s_id FROM %s ORDER BY rowid" % (field, table))]
+        printed = [e.get(field) for e in mon.events(metric)]
+        assert len(ids) == len(printed)
+        assert [stacks.get(i) if i is not None else None for i in ids] == printed
+        # the profile: per stack, the events' count and time
+        want = {}
+        for e in events:
+            n, us = want.get(e[field], (0, 0))
+            want[e[field]] = (n + 1, us + int(e[weight] * 1000 + 0.5))
+        got = {stacks[i]: (n, us) for i, n, us in con.execute(
+            "SELECT stack_id, sum(samples), sum(weight_us) FROM %s GROUP BY stack_id" % profile)}
+        assert got == want, (metric, got, want)

@@ -161,6 +161,63 @@ static void test_next_day_writes_the_dictionary_again(void **state)
 	profrows_free(p);
 }
 
+static const struct field gil_fields[] = {
+	{ .name = "metric", .type = FIELD_STR, .meaning = "m" },
+	{ .name = "pid", .type = FIELD_INT, .meaning = "p" },
+	{ .name = "duration_ms", .type = FIELD_REAL, .meaning = "d" },
+	{ .name = "holder_tid", .type = FIELD_INT, .meaning = "h" },
+	{ .name = "holder_thread_name", .type = FIELD_STR, .meaning = "h" },
+	{ .name = "waiter_py_stack", .type = FIELD_STR, .meaning = "w" },
+	{ .name = "holder_py_stack", .type = FIELD_STR, .meaning = "h" },
+	{ .name = "time", .type = FIELD_TIME, .meaning = "t" },
+	FIELD_END,
+};
+static const struct schema gil_wait = { "gil_wait", SCHEMA_EVENT, gil_fields };
+
+static void test_weighted_events_and_stack_columns(void **state)
+{
+	struct profrows *p = profrows_new(10);
+	struct got g = { json_array() };
+	struct db_table t;
+	json_t *o, *row;
+	int found = 0;
+
+	(void)state;
+	assert_true(profrows_wanted(&gil_wait));
+	assert_false(profrows_is_sample(&gil_wait));
+	assert_true(profrows_is_sample(&py_stack));
+	/* the event table names its stacks by id */
+	assert_int_equal(dbtable_init(&t, &gil_wait), 0);
+	for (int i = 0; i < t.ncols; i++)
+		found += !strcmp(t.cols[i].name, "waiter_py_stack_id") || !strcmp(t.cols[i].name, "holder_py_stack_id");
+	assert_int_equal(found, 2);
+	for (int i = 0; i < 3; i++) {
+		o = json_pack("{s:s, s:i, s:f, s:i, s:s, s:s, s:s, s:s}", "metric", "gil_wait", "pid", 7, "duration_ms",
+			      1.5 + i, "holder_tid", 8, "holder_thread_name", "spin", "waiter_py_stack", "w (x.py:1)",
+			      "holder_py_stack", "h (x.py:2)", "time", "2026-12-07T06:00:01.000000Z");
+		profrows_add(p, &gil_wait, o);
+		if (!i) {
+			row = dbtable_row(&t, o, "h");
+			assert_int_equal(json_integer_value(json_object_get(row, "holder_py_stack_id")),
+					 profrows_stack_id("h (x.py:2)"));
+			json_decref(row);
+		}
+		json_decref(o);
+	}
+	profrows_emit(p, 0, 0, true, collect, &g);
+	/* two dictionary rows (the waiter's, the holder's), one profile row: 3 waits, 7.5 ms */
+	assert_int_equal(json_array_size(g.rows), 3);
+	o = json_array_get(json_array_get(g.rows, 2), 1);
+	assert_string_equal(json_string_value(json_array_get(json_array_get(g.rows, 2), 0)), "gil_holder_profile");
+	assert_int_equal(json_integer_value(json_object_get(o, "samples")), 3);
+	assert_int_equal(json_integer_value(json_object_get(o, "weight_us")), 7500);
+	assert_int_equal(json_integer_value(json_object_get(o, "tid")), 8);
+	assert_string_equal(json_string_value(json_object_get(o, "thread_name")), "spin");
+	assert_int_equal(json_integer_value(json_object_get(o, "stack_id")), profrows_stack_id("h (x.py:2)"));
+	json_decref(g.rows);
+	profrows_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -168,6 +225,7 @@ int main(void)
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_windows_counts_and_dictionary_first),
 		cmocka_unit_test(test_next_day_writes_the_dictionary_again),
+		cmocka_unit_test(test_weighted_events_and_stack_columns),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
