@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dbsinks.h"
 #include "dbtable.h"
@@ -96,6 +97,8 @@ struct ch_sink {
 	uint64_t retain_every_ns, retain_next_ns;
 	int version;                  /* the server's, major * 1000 + minor */
 	char *cluster;                /* --clickhouse-cluster, or NULL */
+	bool low_cardinality;         /* the server takes LowCardinality (18.16: as experimental) */
+	const char *url_params;       /* more settings for the next requests ("&name=value"), or NULL */
 	int nnodes;                   /* the servers its tables live on (1 without a cluster) */
 	char nodes[MAX_NODES][256];
 };
@@ -145,13 +148,13 @@ static long request_at(struct ch_sink *c, CURL *h, const char *base, const char 
 
 	reply->len = 0;
 	reply->text[0] = 0;
-	n = strlen(base) + strlen(esc ? esc : "") + strlen(c->database) + 64;
+	n = strlen(base) + strlen(esc ? esc : "") + strlen(c->database) + strlen(c->url_params ? c->url_params : "") + 64;
 	if (!esc || !(url = malloc(n))) {
 		curl_free(esc);
 		snprintf(reply->text, sizeof(reply->text), "out of memory");
 		return 0;
 	}
-	snprintf(url, n, "%s/?database=%s&query=%s", base, c->database, esc);
+	snprintf(url, n, "%s/?database=%s%s&query=%s", base, c->database, c->url_params ? c->url_params : "", esc);
 	curl_free(esc);
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, url);
@@ -186,7 +189,24 @@ static bool rejected(long status)
 	return status >= 400 && status != 502 && status != 503 && status != 504;
 }
 
-static const char *ch_type(const struct db_column *col, char *buf, size_t len)
+/*
+ * Strings of few values (env, host, thread names, comms, leaf functions and files):
+ * LowCardinality where the server has it; stacks, addresses and JSON text are not.
+ */
+static bool few_values(const struct db_column *col)
+{
+	static const char *const names[] = { "env", "host", "comm", "thread_name", "leaf_func", "leaf_file" };
+	size_t n = strlen(col->name);
+
+	if (col->type != DB_STRING)
+		return false;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(col->name, names[i]))
+			return true;
+	return (n > 5 && !strcmp(col->name + n - 5, "_comm")) || (n > 12 && !strcmp(col->name + n - 12, "_thread_name"));
+}
+
+static const char *ch_type(const struct ch_sink *c, const struct db_column *col, char *buf, size_t len)
 {
 	const char *t = "String";
 
@@ -210,7 +230,10 @@ static const char *ch_type(const struct db_column *col, char *buf, size_t len)
 	case DB_STRING:
 		break;
 	}
-	snprintf(buf, len, col->key ? "%s" : "Nullable(%s)", t);
+	if (c->low_cardinality && few_values(col))
+		snprintf(buf, len, col->key ? "LowCardinality(%s)" : "LowCardinality(Nullable(%s))", t);
+	else
+		snprintf(buf, len, col->key ? "%s" : "Nullable(%s)", t);
 	return buf;
 }
 
@@ -219,7 +242,7 @@ static int create_merge_tree(struct ch_sink *c, CURL *h, const char *base, const
 			     const char *name)
 {
 	size_t cap = 256 + (size_t)t->ncols * 96, a;
-	char *sql = malloc(cap), type[40];
+	char *sql = malloc(cap), type[64];
 	struct reply reply;
 	long status;
 
@@ -228,7 +251,7 @@ static int create_merge_tree(struct ch_sink *c, CURL *h, const char *base, const
 	a = (size_t)snprintf(sql, cap, "CREATE TABLE IF NOT EXISTS %s (", name);
 	for (int i = 0; i < t->ncols; i++)
 		a += (size_t)snprintf(sql + a, cap - a, "%s`%s` %s", i ? ", " : "", t->cols[i].name,
-				      ch_type(&t->cols[i], type, sizeof(type)));
+				      ch_type(c, &t->cols[i], type, sizeof(type)));
 	/*
 	 * --retain-days: partitions of a day, which the sender drops when they are older
 	 * (18.16 has no TTL); servers with TTL (19.6+) also get the clause.
@@ -315,6 +338,31 @@ static int find_nodes(struct ch_sink *c, CURL *h)
 			 (int)(scheme_end + 3 - c->url), c->url, addr, port ? port : "");
 	log_info("ClickHouse cluster %s: %d nodes", c->cluster, c->nnodes);
 	return 0;
+}
+
+/*
+ * Whether the server takes LowCardinality columns: 18.16 only with the setting
+ * allow_experimental_low_cardinality_type (then passed along with every CREATE); a
+ * server that knows neither gets plain strings.
+ */
+static void low_cardinality_probe(struct ch_sink *c, CURL *h)
+{
+	static const char *const settings[] = { "", "&allow_experimental_low_cardinality_type=1" };
+	char params[160];
+	struct reply reply;
+
+	/* a temporary table (of a session of its own: HTTP has none otherwise) with such a column */
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+		snprintf(params, sizeof(params), "%s&session_id=pyebpf-lc-%ld-%zu", settings[i], (long)getpid(), i);
+		c->url_params = params;
+		if (request(c, h, "CREATE TEMPORARY TABLE pyebpf_lc_probe (s LowCardinality(Nullable(String))) ENGINE = Memory",
+			    NULL, 0, &reply) == 200) {
+			c->low_cardinality = true;
+			c->url_params = settings[i];
+			return;
+		}
+	}
+	c->url_params = NULL;
 }
 
 /* Start-up: the server answers, takes the user and the password, has the database. */
@@ -840,6 +888,7 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 	}
 	if (check_server(c, h) || find_nodes(c, h))
 		goto fail;
+	low_cardinality_probe(c, h);
 	for (int i = 0; i < n && c->ntables < MAX_TABLES - 1; i++) {
 		if (dbtable_init(&c->tables[c->ntables].t, schemas[i])) {
 			log_error("record %s has too many fields for a table", schemas[i]->metric);
