@@ -1,7 +1,6 @@
 #include "dbsinks.h"
 
 #include <stdlib.h>
-#include <sys/time.h>
 
 #include "dbtable.h"
 #include "log.h"
@@ -51,19 +50,11 @@ static void tee_record(struct sink *s, const struct schema *sc, json_t *obj)
 	to_databases(t, sc, obj);
 }
 
-static int64_t wall_us(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-}
-
 /* The profile rows of the windows that ended (all: every one) into the databases. */
 static void emit_profiles(struct tee_sink *t, bool all)
 {
 	if (t->prof)
-		profrows_emit(t->prof, wall_us(), PROFILE_LAG_US, all, to_databases, t);
+		profrows_emit(t->prof, dbtable_now_us(), PROFILE_LAG_US, all, to_databases, t);
 }
 
 static void tee_table_begin(struct sink *s, const struct schema *sc, const char *title)

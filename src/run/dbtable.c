@@ -106,7 +106,7 @@ int64_t dbtable_parse_time_us(const char *iso)
 	return (int64_t)timegm(&tm) * 1000000 + us;
 }
 
-static int64_t now_us(void)
+int64_t dbtable_now_us(void)
 {
 	struct timeval tv;
 
@@ -168,7 +168,7 @@ json_t *dbtable_row(const struct db_table *t, json_t *obj, const char *host)
 		return NULL;
 	/* the key is never null: a record without a time is stamped now */
 	if (dbtable_parse_time_us(time_iso) < 0) {
-		dbtable_format_time_us(now_us(), now_iso, sizeof(now_iso));
+		dbtable_format_time_us(dbtable_now_us(), now_iso, sizeof(now_iso));
 		time_iso = now_iso;
 	}
 	for (int i = 0; i < t->ncols; i++) {

@@ -57,6 +57,8 @@ int dbtable_init(struct db_table *t, const struct schema *sc);
 json_t *dbtable_row(const struct db_table *t, json_t *obj, const char *host);
 /* Microseconds since the epoch of an ISO 8601 UTC time ("...T..:..:..[.ffffff]Z"), or -1. */
 int64_t dbtable_parse_time_us(const char *iso);
+/* Now, in microseconds since the epoch. */
+int64_t dbtable_now_us(void);
 /* us (microseconds since the epoch) as the ISO text of a time field. */
 void dbtable_format_time_us(int64_t us, char *buf, size_t len);
 /* This machine's name, for the host column. */

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "dbtable.h"
 #include "jsonfmt.h"
@@ -270,19 +269,16 @@ static void note(struct profrows *p, json_t *obj, const char *field, const char 
 	}
 }
 
-/* The record's time: its own, else now. */
-static int64_t time_of(json_t *obj, const char **iso, char *buf, size_t len)
+/* The record's time (*iso): its own, else now (then *iso is buf). */
+static int64_t time_of(const char **iso, char *buf, size_t len)
 {
 	int64_t t_us = dbtable_parse_time_us(*iso);
-	struct timeval tv;
 
 	if (t_us >= 0)
 		return t_us;
-	gettimeofday(&tv, NULL);
-	t_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+	t_us = dbtable_now_us();
 	dbtable_format_time_us(t_us, buf, len);
 	*iso = buf;
-	(void)obj;
 	return t_us;
 }
 
@@ -292,7 +288,7 @@ void profrows_add(struct profrows *p, const struct schema *sc, json_t *obj)
 	const char *time = json_string_value(json_object_get(obj, "time"));
 	const char *stack;
 	char key[1024], iso[40], now[40];
-	int64_t t_us = time_of(obj, &time, now, sizeof(now)), start, id, weight_us = 0;
+	int64_t t_us = time_of(&time, now, sizeof(now)), start, id, weight_us = 0;
 	size_t n;
 	json_t *row, *v;
 

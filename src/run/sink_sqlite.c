@@ -12,7 +12,6 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 
 #include "dbsinks.h"
@@ -207,14 +206,6 @@ static int sqlite_close(struct sink *s)
 	return rc;
 }
 
-static long long wall_us(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (long long)tv.tv_sec * 1000000 + tv.tv_usec;
-}
-
 /* The rows of table older than bound, in chunks from the oldest rowid on; how many. */
 static unsigned long delete_older(struct sqlite_sink *q, sqlite3 *db, const char *table, long long bound)
 {
@@ -269,7 +260,7 @@ static void *retainer(void *arg)
 	sqlite3_busy_timeout(db, 60000);
 	pthread_mutex_lock(&r->lock);
 	while (!r->stop) {
-		long long bound = sinkopts_retain_bound_us(r->days, wall_us());
+		long long bound = sinkopts_retain_bound_us(r->days, dbtable_now_us());
 		unsigned long n = 0;
 		struct timespec ts;
 
