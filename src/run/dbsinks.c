@@ -4,16 +4,34 @@
 
 #include "dbtable.h"
 #include "log.h"
+#include "profrows.h"
 
 #define MAX_SCHEMAS 64
 
-/* Several sinks as one: records to every one, tables and text to stdout (when there). */
+/* How long after a window's end its rows are written (samples reach the sink a poll late). */
+#define PROFILE_LAG_US 2000000
+
+/*
+ * Several sinks as one: records to every one, tables and text to stdout (when there).
+ * Stack samples reach the databases as aggregated profile rows (profrows.h), and as
+ * rows of their own too with --raw-samples.
+ */
 struct tee_sink {
 	struct sink base;
 	struct sink *out; /* stdout, or NULL */
 	int n;
 	struct sink *db[2];
+	struct profrows *prof;
+	bool raw_samples;
 };
+
+static void to_databases(void *ctx, const struct schema *sc, json_t *obj)
+{
+	struct tee_sink *t = ctx;
+
+	for (int i = 0; i < t->n; i++)
+		t->db[i]->ops->record(t->db[i], sc, obj);
+}
 
 static void tee_record(struct sink *s, const struct schema *sc, json_t *obj)
 {
@@ -21,8 +39,22 @@ static void tee_record(struct sink *s, const struct schema *sc, json_t *obj)
 
 	if (t->out)
 		t->out->ops->record(t->out, sc, obj);
-	for (int i = 0; i < t->n; i++)
-		t->db[i]->ops->record(t->db[i], sc, obj);
+	if (t->prof && profrows_wanted(sc)) {
+		profrows_add(t->prof, sc, obj);
+		/* the dictionary rows first: an event row may name them */
+		profrows_emit_stacks(t->prof, to_databases, t);
+		/* a sample is no event: it is in the profile (and with --raw-samples a row) */
+		if (profrows_is_sample(sc) && !t->raw_samples)
+			return;
+	}
+	to_databases(t, sc, obj);
+}
+
+/* The profile rows of the windows that ended (all: every one) into the databases. */
+static void emit_profiles(struct tee_sink *t, bool all)
+{
+	if (t->prof)
+		profrows_emit(t->prof, dbtable_now_us(), PROFILE_LAG_US, all, to_databases, t);
 }
 
 static void tee_table_begin(struct sink *s, const struct schema *sc, const char *title)
@@ -65,6 +97,7 @@ static void tee_flush(struct sink *s)
 {
 	struct tee_sink *t = (struct tee_sink *)s;
 
+	emit_profiles(t, false);
 	sink_flush(t->out);
 	for (int i = 0; i < t->n; i++)
 		sink_flush(t->db[i]);
@@ -90,8 +123,10 @@ static int tee_close(struct sink *s)
 	struct tee_sink *t = (struct tee_sink *)s;
 	int rc = sink_close(t->out);
 
+	emit_profiles(t, true);
 	for (int i = 0; i < t->n; i++)
 		rc |= sink_close(t->db[i]);
+	profrows_free(t->prof);
 	free(t);
 	return rc ? -1 : 0;
 }
@@ -109,10 +144,35 @@ static const struct sink_ops tee_ops = {
 	.close = tee_close,
 };
 
+/*
+ * The tables of the databases: the event schemas, a stack-sampling one replaced by its
+ * profile (kept too with --raw-samples), and then the dictionary of stacks. Returns how
+ * many; *profiles says whether there are profile tables.
+ */
+static int database_schemas(const struct schema **in, int nin, bool raw, const struct schema **out, bool *profiles)
+{
+	int n = 0;
+
+	*profiles = false;
+	for (int i = 0; i < nin && n < MAX_SCHEMAS - 2; i++) {
+		const struct schema *p = profrows_profile_of(in[i]);
+		/* samples are no events: their own rows only with --raw-samples */
+		if (!profrows_is_sample(in[i]) || raw)
+			out[n++] = in[i];
+		if (p)
+			out[n++] = p;
+		*profiles |= profrows_wanted(in[i]);
+	}
+	if (*profiles)
+		out[n++] = &profrows_stacks_schema;
+	return n;
+}
+
 struct sink *sinks_open(struct common_opts *c, const struct schema *const *const *lists, int nlists)
 {
-	const struct schema *schemas[MAX_SCHEMAS];
+	const struct schema *events[MAX_SCHEMAS], *schemas[MAX_SCHEMAS];
 	struct tee_sink *t;
+	bool profiles;
 	int n;
 
 	/* --fields and --ebpf print and exit: no database is touched */
@@ -120,14 +180,22 @@ struct sink *sinks_open(struct common_opts *c, const struct schema *const *const
 		return sink_stdout_open(c->json, c->env);
 	sinkopts_init(c->sink);
 	c->json = true;
-	n = dbtable_collect(lists, nlists, schemas, MAX_SCHEMAS);
+	n = dbtable_collect(lists, nlists, events, MAX_SCHEMAS);
+	n = database_schemas(events, n, c->sink->raw_samples, schemas, &profiles);
 	if (!(t = calloc(1, sizeof(*t))))
 		return NULL;
 	t->base.ops = &tee_ops;
 	t->base.env = c->env;
+	t->raw_samples = c->sink->raw_samples;
+	if (profiles && !(t->prof = profrows_new(c->sink->profile_window_s))) {
+		free(t);
+		return NULL;
+	}
 	if (c->sink->sqlite && (t->db[t->n] = sink_sqlite_open(c->sink->sqlite, schemas, n)))
 		t->n++;
 	else if (c->sink->sqlite)
+		goto fail;
+	if (c->sink->sqlite && c->sink->retain_days && sink_sqlite_retain(t->db[t->n - 1], c->sink->retain_days))
 		goto fail;
 	if (c->sink->ch_url && (t->db[t->n] = sink_clickhouse_open(c->sink, schemas, n)))
 		t->db[t->n++]->env = c->env; /* its own rows (ebpf_dropped) carry it too */

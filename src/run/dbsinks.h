@@ -14,6 +14,8 @@
 
 /* The tables of schemas (event schemas) in the SQLite file path; NULL after an error message. */
 struct sink *sink_sqlite_open(const char *path, const struct schema *const *schemas, int n);
+/* --retain-days: a thread deletes the rows of s older than days, every hour; 0 or -1 (said). */
+int sink_sqlite_retain(struct sink *s, unsigned long days);
 /*
  * ClickHouse at o->ch_url: checks the server, the user and the database, creates the
  * tables; NULL after an error message. Rows go out in batches from a thread of its own.

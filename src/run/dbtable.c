@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "profrows.h"
+
 /* Where the original monitor's table name is not ebpf_<metric>. */
 static const struct {
 	const char *metric, *table;
@@ -59,13 +61,22 @@ int dbtable_init(struct db_table *t, const struct schema *sc)
 	for (size_t i = 0; i < sizeof(renamed) / sizeof(renamed[0]); i++)
 		if (!strcmp(renamed[i].metric, sc->metric))
 			snprintf(t->name, sizeof(t->name), "%s", renamed[i].table);
+	t->order_by = profrows_is_profile(sc) ? "env, host, stack_id, time" : "env, host, time";
 	if (add(t, "env", "", DB_STRING, "env", true) || add(t, "host", "", DB_STRING, NULL, true) ||
 	    add(t, "time", "", DB_DATETIME, "time", true) || add(t, "time", "_us", DB_MICROS, "time", true))
 		return -1;
 	for (const struct field *f = sc->fields; f->name; f++) {
 		if (!strcmp(f->name, "metric") || !strcmp(f->name, "env") || !strcmp(f->name, "time"))
 			continue;
-		if (add(t, f->name, "", db_type_of(f->type), f->name, false))
+		bool id = !strcmp(f->name, "stack_id");
+		if (profrows_is_stack_field(sc, f)) {
+			if (add(t, f->name, "_id", DB_ID, f->name, false))
+				return -1;
+			t->cols[t->ncols - 1].stack_id = true;
+			continue;
+		}
+		if (add(t, f->name, "", id ? DB_ID : db_type_of(f->type), f->name,
+			profrows_is_profile(sc) && (id || !strcmp(f->name, "samples") || !strcmp(f->name, "weight_us"))))
 			return -1;
 		if (f->type == FIELD_TIME && add(t, f->name, "_us", DB_MICROS, f->name, false))
 			return -1;
@@ -95,7 +106,7 @@ int64_t dbtable_parse_time_us(const char *iso)
 	return (int64_t)timegm(&tm) * 1000000 + us;
 }
 
-static int64_t now_us(void)
+int64_t dbtable_now_us(void)
 {
 	struct timeval tv;
 
@@ -103,7 +114,7 @@ static int64_t now_us(void)
 	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-static void iso_of_us(int64_t us, char *buf, size_t len)
+void dbtable_format_time_us(int64_t us, char *buf, size_t len)
 {
 	time_t sec = (time_t)(us / 1000000);
 	struct tm tm;
@@ -128,6 +139,7 @@ static json_t *value(const struct db_column *c, json_t *v)
 		}
 		return json_null();
 	case DB_INT:
+	case DB_ID:
 		return json_is_integer(v) ? json_incref(v)
 		       : json_is_real(v)  ? json_integer((json_int_t)json_real_value(v))
 					  : json_null();
@@ -156,7 +168,7 @@ json_t *dbtable_row(const struct db_table *t, json_t *obj, const char *host)
 		return NULL;
 	/* the key is never null: a record without a time is stamped now */
 	if (dbtable_parse_time_us(time_iso) < 0) {
-		iso_of_us(now_us(), now_iso, sizeof(now_iso));
+		dbtable_format_time_us(dbtable_now_us(), now_iso, sizeof(now_iso));
 		time_iso = now_iso;
 	}
 	for (int i = 0; i < t->ncols; i++) {
@@ -169,11 +181,14 @@ json_t *dbtable_row(const struct db_table *t, json_t *obj, const char *host)
 			json_t *s = json_string(time_iso);
 			v = value(c, s);
 			json_decref(s);
+		} else if (c->stack_id) {
+			const char *stack = json_string_value(json_object_get(obj, c->field));
+			v = stack ? json_integer(profrows_stack_id(stack)) : json_null();
 		} else {
 			v = value(c, json_object_get(obj, c->field));
 			if (c->key && json_is_null(v)) {
 				json_decref(v);
-				v = json_string("");
+				v = c->type == DB_STRING ? json_string("") : json_integer(0);
 			}
 		}
 		json_object_set_new(row, c->name, v ? v : json_null());

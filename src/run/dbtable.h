@@ -21,13 +21,15 @@
 
 #include "schema.h"
 
-enum db_type { DB_STRING, DB_INT, DB_REAL, DB_BOOL, DB_DATETIME, DB_MICROS };
+/* DB_ID: a stack_id, never negative (ClickHouse UInt64, SQLite INTEGER). */
+enum db_type { DB_STRING, DB_INT, DB_REAL, DB_BOOL, DB_DATETIME, DB_MICROS, DB_ID };
 
 struct db_column {
 	char name[64];
 	enum db_type type;
 	const char *field; /* the record's key */
-	bool key;          /* env, host, time, time_us: never null */
+	bool key;          /* env, host, time, time_us (and a profile's stack_id, samples): never null */
+	bool stack_id;     /* the stack_id of the field's stack text (column NAME_id, profrows.h) */
 };
 
 #define DB_MAX_COLUMNS 96
@@ -35,6 +37,11 @@ struct db_column {
 struct db_table {
 	const struct schema *schema;
 	char name[64];
+	/*
+	 * The sort key: "env, host, time"; the profile tables and the dictionary of
+	 * stacks (profrows.h) "env, host, stack_id, time", which their queries want.
+	 */
+	const char *order_by;
 	int ncols;
 	struct db_column cols[DB_MAX_COLUMNS];
 };
@@ -50,6 +57,10 @@ int dbtable_init(struct db_table *t, const struct schema *sc);
 json_t *dbtable_row(const struct db_table *t, json_t *obj, const char *host);
 /* Microseconds since the epoch of an ISO 8601 UTC time ("...T..:..:..[.ffffff]Z"), or -1. */
 int64_t dbtable_parse_time_us(const char *iso);
+/* Now, in microseconds since the epoch. */
+int64_t dbtable_now_us(void);
+/* us (microseconds since the epoch) as the ISO text of a time field. */
+void dbtable_format_time_us(int64_t us, char *buf, size_t len);
 /* This machine's name, for the host column. */
 const char *dbtable_host(void);
 /* The event schemas of every tracker (NULL-terminated lists), each once; returns how many. */

@@ -11,6 +11,10 @@
  * table. The counts are said at exit and, once the
  * server takes a batch again, written as rows of ebpf_dropped. A batch the server
  * rejects (a bad row rejects it whole) is dropped and counted too, with its reason.
+ *
+ * The dictionary of stacks (ebpf_stacks, profrows.h) is never dropped for a full
+ * queue, and its batch goes into the queue before any other table's: the queue is
+ * sent in order, so a row that names a stack_id lands after the stack's own row.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -20,14 +24,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dbsinks.h"
 #include "dbtable.h"
 #include "jsonfmt.h"
 #include "log.h"
+#include "profrows.h"
 #include "record.h"
 
 #define MAX_TABLES 32
+/* The most nodes of a cluster whose tables are made and kept. */
+#define MAX_NODES 64
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
 /* The most one insert carries when queued batches of a table are sent together. */
@@ -74,6 +82,7 @@ struct ch_sink {
 	int ntables;
 	struct ch_table tables[MAX_TABLES];
 	struct ch_table *dropped_table;
+	struct ch_table *stacks_table; /* ebpf_stacks, or NULL */
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t lock;
@@ -83,6 +92,15 @@ struct ch_sink {
 	bool stopping;
 	uint64_t stop_deadline_ns;
 	bool away;                    /* the last attempt failed (said once per outage) */
+	/* --retain-days: by the sender thread, every retain_every_ns */
+	unsigned long retain_days;
+	uint64_t retain_every_ns, retain_next_ns;
+	int version;                  /* the server's, major * 1000 + minor */
+	char *cluster;                /* --clickhouse-cluster, or NULL */
+	bool low_cardinality;         /* the server takes LowCardinality (18.16: as experimental) */
+	const char *url_params;       /* more settings for the next requests ("&name=value"), or NULL */
+	int nnodes;                   /* the servers its tables live on (1 without a cluster) */
+	char nodes[MAX_NODES][256];
 };
 
 static uint64_t now_ns(void)
@@ -106,12 +124,22 @@ static size_t on_reply(char *data, size_t size, size_t n, void *ctx)
 	return len;
 }
 
+static long request_at(struct ch_sink *c, CURL *h, const char *base, const char *query, const char *body,
+		       size_t len, struct reply *reply);
+
 /*
  * One request: query in the URL, body (may be NULL) posted. Returns the HTTP status,
  * or 0 when the server was not reached (reply->text says why).
  */
 static long request(struct ch_sink *c, CURL *h, const char *query, const char *body, size_t len,
 		    struct reply *reply)
+{
+	return request_at(c, h, c->url, query, body, len, reply);
+}
+
+/* The same at another server (base: http://HOST:PORT). */
+static long request_at(struct ch_sink *c, CURL *h, const char *base, const char *query, const char *body,
+		       size_t len, struct reply *reply)
 {
 	char *esc = curl_easy_escape(h, query, 0), *url;
 	long status = 0;
@@ -120,13 +148,13 @@ static long request(struct ch_sink *c, CURL *h, const char *query, const char *b
 
 	reply->len = 0;
 	reply->text[0] = 0;
-	n = strlen(c->url) + strlen(esc ? esc : "") + strlen(c->database) + 64;
+	n = strlen(base) + strlen(esc ? esc : "") + strlen(c->database) + strlen(c->url_params ? c->url_params : "") + 64;
 	if (!esc || !(url = malloc(n))) {
 		curl_free(esc);
 		snprintf(reply->text, sizeof(reply->text), "out of memory");
 		return 0;
 	}
-	snprintf(url, n, "%s/?database=%s&query=%s", c->url, c->database, esc);
+	snprintf(url, n, "%s/?database=%s%s&query=%s", base, c->database, c->url_params ? c->url_params : "", esc);
 	curl_free(esc);
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, url);
@@ -161,7 +189,24 @@ static bool rejected(long status)
 	return status >= 400 && status != 502 && status != 503 && status != 504;
 }
 
-static const char *ch_type(const struct db_column *col, char *buf, size_t len)
+/*
+ * Strings of few values (env, host, thread names, comms, leaf functions and files):
+ * LowCardinality where the server has it; stacks, addresses and JSON text are not.
+ */
+static bool few_values(const struct db_column *col)
+{
+	static const char *const names[] = { "env", "host", "comm", "thread_name", "leaf_func", "leaf_file" };
+	size_t n = strlen(col->name);
+
+	if (col->type != DB_STRING)
+		return false;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(col->name, names[i]))
+			return true;
+	return (n > 5 && !strcmp(col->name + n - 5, "_comm")) || (n > 12 && !strcmp(col->name + n - 12, "_thread_name"));
+}
+
+static const char *ch_type(const struct ch_sink *c, const struct db_column *col, char *buf, size_t len)
 {
 	const char *t = "String";
 
@@ -179,45 +224,159 @@ static const char *ch_type(const struct db_column *col, char *buf, size_t len)
 		t = "DateTime";
 		break;
 	case DB_MICROS:
+	case DB_ID:
 		t = "UInt64";
 		break;
 	case DB_STRING:
 		break;
 	}
-	snprintf(buf, len, col->key ? "%s" : "Nullable(%s)", t);
+	if (c->low_cardinality && few_values(col))
+		snprintf(buf, len, col->key ? "LowCardinality(%s)" : "LowCardinality(Nullable(%s))", t);
+	else
+		snprintf(buf, len, col->key ? "%s" : "Nullable(%s)", t);
 	return buf;
 }
 
-static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
+/* The MergeTree table t, named name, at the server base. */
+static int create_merge_tree(struct ch_sink *c, CURL *h, const char *base, const struct db_table *t,
+			     const char *name)
 {
 	size_t cap = 256 + (size_t)t->ncols * 96, a;
-	char *sql = malloc(cap), type[40];
+	char *sql = malloc(cap), type[64];
 	struct reply reply;
 	long status;
 
 	if (!sql)
 		return -1;
-	a = (size_t)snprintf(sql, cap, "CREATE TABLE IF NOT EXISTS %s (", t->name);
+	a = (size_t)snprintf(sql, cap, "CREATE TABLE IF NOT EXISTS %s (", name);
 	for (int i = 0; i < t->ncols; i++)
 		a += (size_t)snprintf(sql + a, cap - a, "%s`%s` %s", i ? ", " : "", t->cols[i].name,
-				      ch_type(&t->cols[i], type, sizeof(type)));
-	snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY toYYYYMM(time) ORDER BY (env, host, time)");
-	status = request(c, h, sql, NULL, 0, &reply);
+				      ch_type(c, &t->cols[i], type, sizeof(type)));
+	/*
+	 * --retain-days: partitions of a day, which the sender drops when they are older
+	 * (18.16 has no TTL); servers with TTL (19.6+) also get the clause.
+	 */
+	a += (size_t)snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY %s ORDER BY (%s)",
+			      c->retain_days ? "toDate(time)" : "toYYYYMM(time)", t->order_by);
+	if (c->retain_days && c->version >= 19006)
+		snprintf(sql + a, cap - a, " TTL time + INTERVAL %lu DAY", c->retain_days);
+	status = request_at(c, h, base, sql, NULL, 0, &reply);
 	free(sql);
 	if (status == 200)
 		return 0;
-	log_error("ClickHouse at %s: cannot create table %s.%s: %s", c->url, c->database, t->name, reply.text);
+	log_error("ClickHouse at %s: cannot create table %s.%s: %s", base, c->database, name, reply.text);
 	return -1;
+}
+
+/* The table that holds t's rows on each server: t itself, or with a cluster t_local. */
+static void local_name(const struct ch_sink *c, const struct db_table *t, char *buf, size_t len)
+{
+	snprintf(buf, len, c->cluster ? "%s_local" : "%s", t->name);
+}
+
+/*
+ * t on the server, or with --clickhouse-cluster: t_local (MergeTree) on every node,
+ * then on every node t itself as a Distributed table over them, sharded by host, so
+ * that one host's rows stay on one shard (its dictionary of stacks with them) and any
+ * node answers queries. No ON CLUSTER: that needs ZooKeeper on 18.16.
+ */
+static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
+{
+	char local[96], sql[512];
+	struct reply reply;
+
+	local_name(c, t, local, sizeof(local));
+	for (int i = 0; i < c->nnodes; i++)
+		if (create_merge_tree(c, h, c->nodes[i], t, local))
+			return -1;
+	if (!c->cluster)
+		return 0;
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE IF NOT EXISTS %s AS %s ENGINE = Distributed(%s, %s, %s, cityHash64(host))", t->name,
+		 local, c->cluster, c->database, local);
+	for (int i = 0; i < c->nnodes; i++) {
+		long status = request_at(c, h, c->nodes[i], sql, NULL, 0, &reply);
+		if (status != 200) {
+			log_error("ClickHouse at %s: cannot create table %s.%s: %s", c->nodes[i], c->database, t->name,
+				  reply.text);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * --clickhouse-cluster: the nodes system.clusters lists for it, each reached over HTTP
+ * at its host_address and the port of --clickhouse-url (every node listens for HTTP
+ * on the same port). Without a cluster: the one server.
+ */
+static int find_nodes(struct ch_sink *c, CURL *h)
+{
+	char query[256], text[sizeof(((struct reply *)0)->text)], *save = NULL, *port, *hostp;
+	const char *scheme_end = strstr(c->url, "://");
+	struct reply reply;
+	long status;
+
+	snprintf(c->nodes[0], sizeof(c->nodes[0]), "%s", c->url);
+	c->nnodes = 1;
+	if (!c->cluster)
+		return 0;
+	hostp = strrchr(c->url, ']') ? strrchr(c->url, ']') : (char *)scheme_end + 3;
+	port = strchr(hostp, ':');
+	snprintf(query, sizeof(query),
+		 "SELECT DISTINCT host_address FROM system.clusters WHERE cluster = '%s' FORMAT TSV", c->cluster);
+	status = request(c, h, query, NULL, 0, &reply);
+	if (status != 200 || !reply.text[0]) {
+		log_error("ClickHouse at %s has no cluster '%s' in system.clusters (remote_servers)%s%.300s", c->url,
+			  c->cluster, status == 200 ? "" : ": ", status == 200 ? "" : reply.text);
+		return -1;
+	}
+	c->nnodes = 0;
+	snprintf(text, sizeof(text), "%s", reply.text);
+	for (char *addr = strtok_r(text, " ", &save); addr && c->nnodes < MAX_NODES; addr = strtok_r(NULL, " ", &save))
+		snprintf(c->nodes[c->nnodes++], sizeof(c->nodes[0]), strchr(addr, ':') ? "%.*s[%s]%s" : "%.*s%s%s",
+			 (int)(scheme_end + 3 - c->url), c->url, addr, port ? port : "");
+	log_info("ClickHouse cluster %s: %d nodes", c->cluster, c->nnodes);
+	return 0;
+}
+
+/*
+ * Whether the server takes LowCardinality columns: 18.16 only with the setting
+ * allow_experimental_low_cardinality_type (then passed along with every CREATE); a
+ * server that knows neither gets plain strings.
+ */
+static void low_cardinality_probe(struct ch_sink *c, CURL *h)
+{
+	static const char *const settings[] = { "", "&allow_experimental_low_cardinality_type=1" };
+	char params[160];
+	struct reply reply;
+
+	/* a temporary table (of a session of its own: HTTP has none otherwise) with such a column */
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+		snprintf(params, sizeof(params), "%s&session_id=pyebpf-lc-%ld-%zu", settings[i], (long)getpid(), i);
+		c->url_params = params;
+		if (request(c, h, "CREATE TEMPORARY TABLE pyebpf_lc_probe (s LowCardinality(Nullable(String))) ENGINE = Memory",
+			    NULL, 0, &reply) == 200) {
+			c->low_cardinality = true;
+			c->url_params = settings[i];
+			return;
+		}
+	}
+	c->url_params = NULL;
 }
 
 /* Start-up: the server answers, takes the user and the password, has the database. */
 static int check_server(struct ch_sink *c, CURL *h)
 {
 	struct reply reply;
-	long status = request(c, h, "SELECT 1", NULL, 0, &reply);
+	long status = request(c, h, "SELECT version()", NULL, 0, &reply);
+	int major = 0, minor = 0;
 
-	if (status == 200)
+	if (status == 200) {
+		if (sscanf(reply.text, "%d.%d", &major, &minor) == 2)
+			c->version = major * 1000 + minor;
 		return 0;
+	}
 	if (!status)
 		log_error("cannot reach ClickHouse at %s: %s", c->url, reply.text);
 	else if (strstr(reply.text, "Code: 192") || strstr(reply.text, "Code: 193") ||
@@ -277,11 +436,13 @@ static void enqueue(struct ch_sink *c, struct ch_batch *b)
 	pthread_cond_signal(&c->wake);
 }
 
-/* The batch being filled into the queue. */
+/* The batch being filled into the queue (after the dictionary's: its rows come first). */
 static void hand_over(struct ch_sink *c, struct ch_table *t)
 {
 	struct ch_batch *b;
 
+	if (c->stacks_table && t != c->stacks_table)
+		hand_over(c, c->stacks_table);
 	if (!t->rows)
 		return;
 	if (!(b = calloc(1, sizeof(*b)))) {
@@ -322,7 +483,7 @@ static void ch_record(struct sink *s, const struct schema *sc, json_t *obj)
 		return;
 	pthread_mutex_lock(&c->lock);
 	queued = c->queued;
-	if (queued + c->pending >= c->queue_max) {
+	if (queued + c->pending >= c->queue_max && t != c->stacks_table) {
 		t->dropped++;
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -434,6 +595,56 @@ static void wait_ms(struct ch_sink *c, unsigned ms)
 	pthread_cond_timedwait(&c->wake, &c->lock, &ts);
 }
 
+/*
+ * --retain-days on one server: drops the partitions of table whose newest row is older
+ * than the bound (whole days; with monthly partitions, of tables made before, whole
+ * months). Said on stderr when something was dropped.
+ */
+static void retain_table(struct ch_sink *c, CURL *h, const char *base, const char *table, long long bound_s)
+{
+	char query[512], ids[4096], *save = NULL;
+	struct reply reply;
+	long status;
+
+	snprintf(query, sizeof(query),
+		 "SELECT partition_id FROM system.parts WHERE database = '%s' AND table = '%s' AND active "
+		 "GROUP BY partition_id HAVING max(max_time) < toDateTime(%lld) FORMAT TSV",
+		 c->database, table, bound_s);
+	status = request_at(c, h, base, query, NULL, 0, &reply);
+	if (status != 200) {
+		log_warn("ClickHouse at %s: retention of %s: HTTP %ld: %.200s", base, table, status, reply.text);
+		return;
+	}
+	/* the ids on one line (request() made the newlines spaces) */
+	snprintf(ids, sizeof(ids), "%s", reply.text);
+	for (char *id = strtok_r(ids, " ", &save); id; id = strtok_r(NULL, " ", &save)) {
+		snprintf(query, sizeof(query), "ALTER TABLE %s DROP PARTITION ID '%s'", table, id);
+		status = request_at(c, h, base, query, NULL, 0, &reply);
+		if (status == 200)
+			log_info("ClickHouse at %s: retention: partition %s of %s dropped", base, id, table);
+		else
+			log_warn("ClickHouse at %s: retention: dropping partition %s of %s: HTTP %ld: %.200s", base, id,
+				 table, status, reply.text);
+	}
+}
+
+/* One retention pass over every table. */
+static void retain(struct ch_sink *c, CURL *h)
+{
+	struct timespec now;
+	long long bound_s;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	bound_s = sinkopts_retain_bound_us(c->retain_days, (long long)now.tv_sec * 1000000) / 1000000;
+	char local[96];
+
+	for (int n = 0; n < c->nnodes; n++)
+		for (int i = 0; i < c->ntables; i++) {
+			local_name(c, &c->tables[i].t, local, sizeof(local));
+			retain_table(c, h, c->nodes[n], local, bound_s);
+		}
+}
+
 static void *sender(void *arg)
 {
 	struct ch_sink *c = arg;
@@ -451,8 +662,22 @@ static void *sender(void *arg)
 		long status;
 		int k;
 
-		while (!c->head && !c->stopping)
+		if (c->retain_days && now_ns() >= c->retain_next_ns && !c->stopping) {
+			pthread_mutex_unlock(&c->lock);
+			if (h)
+				retain(c, h);
+			pthread_mutex_lock(&c->lock);
+			c->retain_next_ns = now_ns() + c->retain_every_ns;
+			continue;
+		}
+		while (!c->head && !c->stopping && !c->retain_days)
 			pthread_cond_wait(&c->wake, &c->lock);
+		if (!c->head && !c->stopping && c->retain_days) {
+			/* nothing to send: wait for rows or the next retention pass */
+			uint64_t left = c->retain_next_ns - now_ns();
+			wait_ms(c, left > 1000000000ull ? 1000 : (unsigned)(left / 1000000) + 1);
+			continue;
+		}
 		if (!c->head || (c->stopping && now_ns() >= c->stop_deadline_ns))
 			break;
 		b = c->head;
@@ -561,6 +786,7 @@ static int ch_close(struct sink *s)
 	free(c->user);
 	free(c->password);
 	free(c->database);
+	free(c->cluster);
 	free(c);
 	return 0;
 }
@@ -642,23 +868,34 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 	c->batch_size = o->ch_batch_size;
 	c->queue_max = o->ch_queue_max;
 	c->flush_ns = (uint64_t)(o->ch_flush_interval_s * 1e9);
+	c->retain_days = o->retain_days;
+	if (o->ch_cluster && !(c->cluster = strdup(o->ch_cluster)))
+		goto fail;
+	c->retain_every_ns = (uint64_t)(sinkopts_retain_interval_s() * 1e9);
 	if (!c->user || !c->database || read_password(o, &c->password))
 		goto fail;
 	if (!plain_name(c->database)) {
 		log_error("invalid --clickhouse-database '%s': letters, digits and _ only", c->database);
 		goto fail;
 	}
+	if (c->cluster && !plain_name(c->cluster)) {
+		log_error("invalid --clickhouse-cluster '%s': letters, digits and _ only", c->cluster);
+		goto fail;
+	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) || !(h = curl_easy_init())) {
 		log_error("cannot initialize libcurl");
 		goto fail;
 	}
-	if (check_server(c, h))
+	if (check_server(c, h) || find_nodes(c, h))
 		goto fail;
+	low_cardinality_probe(c, h);
 	for (int i = 0; i < n && c->ntables < MAX_TABLES - 1; i++) {
 		if (dbtable_init(&c->tables[c->ntables].t, schemas[i])) {
 			log_error("record %s has too many fields for a table", schemas[i]->metric);
 			goto fail;
 		}
+		if (schemas[i] == &profrows_stacks_schema)
+			c->stacks_table = &c->tables[c->ntables];
 		if (create_table(c, h, &c->tables[c->ntables++].t))
 			goto fail;
 	}
@@ -684,6 +921,7 @@ fail:
 	free(c->user);
 	free(c->password);
 	free(c->database);
+	free(c->cluster);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
 	free(c);

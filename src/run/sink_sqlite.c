@@ -5,12 +5,20 @@
  * only checks (read-only), and the database is set up at the first record or flush,
  * which come after every tracker started; a run that fails before leaves an existing
  * file byte for byte as it was, and makes none.
+ *
+ * Retention (--retain-days): a thread of its own, started with the setup, on a
+ * connection of its own, deletes the rows older than the bound every hour in small
+ * transactions (RETAIN_CHUNK rows), so the event loop's writes wait for at most one of
+ * them and readers (WAL) for none.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "dbsinks.h"
 #include "dbtable.h"
@@ -18,6 +26,18 @@
 #include "outfile.h"
 
 #define MAX_TABLES 32
+/* Rows per retention transaction. */
+#define RETAIN_CHUNK 2000
+
+struct retention {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool stop;
+	unsigned long days;
+	double interval_s;
+	unsigned long deleted; /* in all, for the tests and the exit line */
+};
 
 struct sqlite_table {
 	struct db_table t;
@@ -31,9 +51,11 @@ struct sqlite_sink {
 	const char *path;
 	bool in_txn;
 	bool set_up; /* the database is open for writing, its tables made (setup) */
+	unsigned long retain_days; /* --retain-days: the retention thread starts with setup */
 	int failed; /* a write failed: results are lost from then on */
 	int ntables;
 	struct sqlite_table tables[MAX_TABLES];
+	struct retention *retention; /* NULL: rows are kept */
 };
 
 static const char *sql_type(enum db_type t)
@@ -42,6 +64,7 @@ static const char *sql_type(enum db_type t)
 	case DB_INT:
 	case DB_BOOL:
 	case DB_MICROS:
+	case DB_ID:
 		return "INTEGER";
 	case DB_REAL:
 		return "REAL";
@@ -83,9 +106,9 @@ static int setup_table(struct sqlite_sink *q, struct sqlite_table *st)
 	snprintf(insert + b, cap - b, ")");
 	if (exec(q, create))
 		goto out;
-	/* the order the queries of the README use: by env, host and time */
-	snprintf(create, cap, "CREATE INDEX IF NOT EXISTS \"%s_key\" ON \"%s\" (env, host, time_us)",
-		 st->t.name, st->t.name);
+	/* the order the queries of pyebpf(7) use: by env, host (stack_id) and time */
+	snprintf(create, cap, "CREATE INDEX IF NOT EXISTS \"%s_key\" ON \"%s\" (env, host, %stime_us)",
+		 st->t.name, st->t.name, strstr(st->t.order_by, "stack_id") ? "stack_id, " : "");
 	if (exec(q, create))
 		goto out;
 	if (sqlite3_prepare_v2(q->db, insert, -1, &st->insert, NULL) != SQLITE_OK) {
@@ -174,6 +197,8 @@ static int sqlite_status(struct sink *s)
 	return ((struct sqlite_sink *)s)->failed ? -1 : 0;
 }
 
+static void retention_stop(struct sqlite_sink *q);
+
 static int sqlite_close(struct sink *s)
 {
 	struct sqlite_sink *q = (struct sqlite_sink *)s;
@@ -182,6 +207,7 @@ static int sqlite_close(struct sink *s)
 	/* a run that never began writes nothing (setup is the first write) */
 	if (q->set_up)
 		sqlite_flush(s);
+	retention_stop(q);
 	for (int i = 0; i < q->ntables; i++) {
 		if (q->tables[i].rows)
 			log_info("sqlite: %s: %lu rows into %s", q->tables[i].t.name, q->tables[i].rows, q->path);
@@ -194,6 +220,144 @@ static int sqlite_close(struct sink *s)
 	rc = q->failed ? -1 : 0;
 	free(q);
 	return rc;
+}
+
+/* The rows of table older than bound, in chunks from the oldest rowid on; how many. */
+static unsigned long delete_older(struct sqlite_sink *q, sqlite3 *db, const char *table, long long bound)
+{
+	char sql[256];
+	sqlite3_stmt *st = NULL;
+	unsigned long n = 0;
+	long long from = 0;
+
+	snprintf(sql, sizeof(sql),
+		 "DELETE FROM \"%s\" WHERE rowid IN (SELECT rowid FROM \"%s\" WHERE rowid > ?1 AND time_us < ?2 "
+		 "ORDER BY rowid LIMIT %d) RETURNING rowid",
+		 table, table, RETAIN_CHUNK);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_warn("SQLite database %s: retention of %s: %s", q->path, table, sqlite3_errmsg(db));
+		return 0;
+	}
+	for (;;) {
+		unsigned long chunk = 0;
+		int rc;
+		sqlite3_bind_int64(st, 1, from);
+		sqlite3_bind_int64(st, 2, bound);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			long long id = sqlite3_column_int64(st, 0);
+			if (id > from)
+				from = id;
+			chunk++;
+		}
+		sqlite3_reset(st);
+		if (rc != SQLITE_DONE) {
+			log_warn("SQLite database %s: retention of %s: %s", q->path, table, sqlite3_errmsg(db));
+			break;
+		}
+		n += chunk;
+		if (chunk < RETAIN_CHUNK)
+			break;
+	}
+	sqlite3_finalize(st);
+	return n;
+}
+
+static void *retainer(void *arg)
+{
+	struct sqlite_sink *q = arg;
+	struct retention *r = q->retention;
+	sqlite3 *db = NULL;
+
+	if (sqlite3_open_v2(q->path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+		log_warn("SQLite database %s: no retention: %s", q->path, db ? sqlite3_errmsg(db) : "out of memory");
+		sqlite3_close(db);
+		return NULL;
+	}
+	sqlite3_busy_timeout(db, 60000);
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop) {
+		long long bound = sinkopts_retain_bound_us(r->days, dbtable_now_us());
+		unsigned long n = 0;
+		struct timespec ts;
+
+		pthread_mutex_unlock(&r->lock);
+		for (int i = 0; i < q->ntables; i++)
+			n += delete_older(q, db, q->tables[i].t.name, bound);
+		if (n) {
+			time_t sec = (time_t)(bound / 1000000);
+			struct tm tm;
+			gmtime_r(&sec, &tm);
+			log_info("sqlite: retention: %lu rows before %04d-%02d-%02d deleted from %s", n,
+				 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, q->path);
+		}
+		pthread_mutex_lock(&r->lock);
+		r->deleted += n;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)r->interval_s;
+		ts.tv_nsec += (long)((r->interval_s - (double)(time_t)r->interval_s) * 1e9);
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		while (!r->stop && pthread_cond_timedwait(&r->wake, &r->lock, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&r->lock);
+	sqlite3_close(db);
+	return NULL;
+}
+
+int sink_sqlite_retain(struct sink *s, unsigned long days)
+{
+	((struct sqlite_sink *)s)->retain_days = days;
+	return 0;
+}
+
+/* The retention thread, once the database is set up (it opens the file setup made). */
+static int retention_start(struct sqlite_sink *q)
+{
+	struct retention *r = calloc(1, sizeof(*r));
+	sigset_t all, old;
+	int rc;
+
+	if (!r)
+		return -1;
+	r->days = q->retain_days;
+	r->interval_s = sinkopts_retain_interval_s();
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->wake, NULL);
+	q->retention = r;
+	/* signals stay with the event loop's thread */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&r->thread, NULL, retainer, q);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		log_error("cannot start the SQLite retention thread");
+		q->retention = NULL;
+		pthread_mutex_destroy(&r->lock);
+		pthread_cond_destroy(&r->wake);
+		free(r);
+		return -1;
+	}
+	return 0;
+}
+
+static void retention_stop(struct sqlite_sink *q)
+{
+	struct retention *r = q->retention;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop = true;
+	pthread_cond_signal(&r->wake);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->wake);
+	free(r);
+	q->retention = NULL;
 }
 
 static void nothing(struct sink *s, const struct schema *sc, json_t *obj)
@@ -245,6 +409,8 @@ static int setup(struct sqlite_sink *q)
 	for (int i = 0; i < q->ntables; i++)
 		if (setup_table(q, &q->tables[i]))
 			goto fail;
+	if (q->retain_days && retention_start(q))
+		goto fail;
 	return 0;
 fail:
 	free(mode);

@@ -11,6 +11,8 @@ void sinkopts_init(struct sink_opts *o)
 		o->ch_flush_interval_s = 30;
 	if (!o->ch_queue_max)
 		o->ch_queue_max = 100000;
+	if (o->profile_window_s <= 0)
+		o->profile_window_s = 10;
 }
 
 int sinkopts_handle(struct sink_opts *o, int id, char *arg)
@@ -42,6 +44,9 @@ int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 	case OPT_CH_DATABASE:
 		o->ch_database = arg;
 		return 1;
+	case OPT_CH_CLUSTER:
+		o->ch_cluster = arg;
+		return 1;
 	case OPT_CH_BATCH_SIZE:
 		return opts_parse_ulong("ch-batch-size", arg, 1, 1000000, &o->ch_batch_size) ? -1 : 1;
 	case OPT_CH_FLUSH_INTERVAL:
@@ -51,6 +56,13 @@ int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 	case OPT_ALSO_STDOUT:
 		o->also_stdout = true;
 		return 1;
+	case OPT_PROFILE_WINDOW:
+		return opts_parse_double("profile-window", arg, 0.1, 86400, &o->profile_window_s) ? -1 : 1;
+	case OPT_RAW_SAMPLES:
+		o->raw_samples = true;
+		return 1;
+	case OPT_RETAIN_DAYS:
+		return opts_parse_ulong("retain-days", arg, 1, 100000, &o->retain_days) ? -1 : 1;
 	}
 	return 0;
 }
@@ -58,4 +70,19 @@ int sinkopts_handle(struct sink_opts *o, int id, char *arg)
 bool sinkopts_any_database(const struct sink_opts *o)
 {
 	return o && (o->sqlite || o->ch_url);
+}
+
+long long sinkopts_retain_bound_us(unsigned long days, long long now_us)
+{
+	const long long day_us = 86400LL * 1000000;
+
+	return (now_us / day_us - (long long)days) * day_us;
+}
+
+double sinkopts_retain_interval_s(void)
+{
+	const char *knob = getenv("PYEBPF_RETAIN_INTERVAL_S");
+	double s = knob ? strtod(knob, NULL) : 0;
+
+	return s > 0 ? s : 3600;
 }

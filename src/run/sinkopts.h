@@ -22,6 +22,10 @@ enum {
 	OPT_CH_FLUSH_INTERVAL,
 	OPT_CH_QUEUE_MAX,
 	OPT_ALSO_STDOUT,
+	OPT_PROFILE_WINDOW,
+	OPT_RAW_SAMPLES,
+	OPT_RETAIN_DAYS,
+	OPT_CH_CLUSTER,
 };
 
 #define OPT_ENTRIES_SINKS                                                                                   \
@@ -31,9 +35,13 @@ enum {
 	{ OPT_CH_PASSWORD, 0, "clickhouse-password", "PASS", "ClickHouse password (hidden from ps; see also the next)" }, \
 	{ OPT_CH_PASSWORD_FILE, 0, "clickhouse-password-file", "FILE", "read the ClickHouse password from FILE" }, \
 	{ OPT_CH_DATABASE, 0, "clickhouse-database", "DB", "ClickHouse database of the tables (default: default)" }, \
+	{ OPT_CH_CLUSTER, 0, "clickhouse-cluster", "NAME", "tables on every node of cluster NAME, written through a Distributed table" }, \
 	{ OPT_CH_BATCH_SIZE, 0, "ch-batch-size", "N", "rows per ClickHouse insert (default 5000)" },              \
 	{ OPT_CH_FLUSH_INTERVAL, 0, "ch-flush-interval", "SECONDS", "longest a row waits for its insert (default 30)" }, \
 	{ OPT_CH_QUEUE_MAX, 0, "ch-queue-max", "N", "rows held while ClickHouse is away; beyond, dropped and counted (default 100000)" }, \
+	{ OPT_PROFILE_WINDOW, 0, "profile-window", "SECONDS", "stack samples: one row per stack and thread per SECONDS (default 10)" }, \
+	{ OPT_RAW_SAMPLES, 0, "raw-samples", NULL, "also a row per stack sample (table ebpf_py_stacks)" }, \
+	{ OPT_RETAIN_DAYS, 0, "retain-days", "N", "delete rows older than N days (whole UTC days), every hour" }, \
 	{ OPT_ALSO_STDOUT, 0, "also-stdout", NULL, "with a database: also print every record (JSON lines) on stdout" }
 
 /* How every BPF tool's table ends, in the order --help and the man pages list them. */
@@ -54,11 +62,23 @@ struct sink_opts {
 	char *ch_password; /* a copy (the command line's is blanked) */
 	const char *ch_password_file;
 	const char *ch_database;
+	const char *ch_cluster;
 	unsigned long ch_batch_size;
 	double ch_flush_interval_s;
 	unsigned long ch_queue_max;
 	bool also_stdout;
+	double profile_window_s; /* aggregated profile rows (profrows.h) per this many seconds */
+	bool raw_samples;        /* stack samples also as rows of their own */
+	unsigned long retain_days; /* 0: keep everything */
 };
+
+/*
+ * Retention (--retain-days): rows whose UTC day is more than days before today's go;
+ * the bound is the start of that day, in microseconds since the epoch.
+ */
+long long sinkopts_retain_bound_us(unsigned long days, long long now_us);
+/* Seconds between retention passes: 3600, or $PYEBPF_RETAIN_INTERVAL_S (the tests' knob). */
+double sinkopts_retain_interval_s(void);
 
 /* Defaults (a zeroed struct gets them at sinkopts_finish too). */
 void sinkopts_init(struct sink_opts *o);

@@ -20,7 +20,7 @@ CONFIG = """<?xml version="1.0"?>
     <logger><level>warning</level><log>{d}/log/server.log</log><errorlog>{d}/log/err.log</errorlog></logger>
     <http_port>{http}</http_port>
     <tcp_port>{tcp}</tcp_port>
-    <listen_host>127.0.0.1</listen_host>
+    <listen_host>{host}</listen_host>
     <path>{d}/data/</path>
     <tmp_path>{d}/tmp/</tmp_path>
     <user_files_path>{d}/user_files/</user_files_path>
@@ -31,6 +31,7 @@ CONFIG = """<?xml version="1.0"?>
     <mark_cache_size>5368709</mark_cache_size>
     <uncompressed_cache_size>8589934</uncompressed_cache_size>
     <max_concurrent_queries>20</max_concurrent_queries>
+    {extra}
 </yandex>
 """
 
@@ -38,8 +39,8 @@ USERS = """<?xml version="1.0"?>
 <yandex>
     <profiles><default></default></profiles>
     <users>
-        <default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default>
-        <tester><password>{pw}</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></tester>
+        <default><password></password><networks><ip>127.0.0.0/8</ip></networks><profile>default</profile><quota>default</quota></default>
+        <tester><password>{pw}</password><networks><ip>127.0.0.0/8</ip></networks><profile>default</profile><quota>default</quota></tester>
     </users>
     <quotas><default></default></quotas>
 </yandex>
@@ -52,19 +53,34 @@ def free_port():
         return s.getsockname()[1]
 
 
+def cluster_config(name, nodes):
+    """A remote_servers entry: cluster name of one shard per (host, tcp_port)."""
+    shards = "".join("<shard><replica><host>%s</host><port>%d</port></replica></shard>" % n for n in nodes)
+    return "<remote_servers><%s>%s</%s></remote_servers>" % (name, shards, name)
+
+
 class ClickHouse:
-    def __init__(self, tmpdir):
+    """host, http_port, tcp_port: where it listens (default 127.0.0.1, free ports);
+    extra: more server config (e.g. cluster_config()), written as it is."""
+
+    def __init__(self, tmpdir, host="127.0.0.1", http_port=None, tcp_port=None, extra="", start=True):
         self.dir = str(tmpdir)
-        self.http_port, self.tcp_port = free_port(), free_port()
+        self.host = host
+        self.http_port, self.tcp_port = http_port or free_port(), tcp_port or free_port()
         for sub in ("log", "data", "tmp", "user_files", "format_schemas"):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
-        with open(os.path.join(self.dir, "config.xml"), "w") as f:
-            f.write(CONFIG.format(d=self.dir, http=self.http_port, tcp=self.tcp_port))
+        self.configure(extra)
         with open(os.path.join(self.dir, "users.xml"), "w") as f:
             f.write(USERS.format(pw=TESTER_PASSWORD))
-        self.url = "http://127.0.0.1:%d" % self.http_port
+        self.url = "http://%s:%d" % (host, self.http_port)
         self.proc = None
-        self.start()
+        if start:
+            self.start()
+
+    def configure(self, extra=""):
+        with open(os.path.join(self.dir, "config.xml"), "w") as f:
+            f.write(CONFIG.format(d=self.dir, http=self.http_port, tcp=self.tcp_port, host=self.host,
+                                  extra=extra))
 
     def start(self, timeout=60):
         self.proc = subprocess.Popen([SERVER, "--config-file=" + os.path.join(self.dir, "config.xml")],
@@ -86,6 +102,12 @@ class ClickHouse:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+
+    def stop(self, timeout=60):
+        """A clean shutdown (SIGTERM): what it answered is written, its queues kept."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=timeout)
 
     def log(self):
         try:

@@ -200,7 +200,7 @@ def test_pymonitor_documented_capabilities_fill_the_same_tables(place, target):
     counts = {}
     for who, use in (("root", None), ("user", caps)):
         db = os.path.join(place, "out", who + ".db")
-        r = run_tool(place, "pymonitor", ["-p", str(target), "-e", "t", "-d", str(DURATION), "--sqlite", db], use)
+        r = run_tool(place, "pymonitor", ["-p", str(target), "-e", "t", "-d", str(DURATION), "--sqlite", db, "--raw-samples"], use)
         assert r.returncode == 0, (who, r.stderr[-3000:])
         assert "could not" not in r.stderr and "CAP_" not in r.stderr, (who, r.stderr[-3000:])
         with sqlite3.connect(db) as c:

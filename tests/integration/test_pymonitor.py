@@ -13,8 +13,9 @@ from test_pyhandoff import children_of, gunicorn, handoffs, log_lines, servers, 
 from test_tcphandshake import finish_connector, start_connector
 
 PYTHON = "/usr/bin/python3.11"
-TABLES = {"gc_pause": "ebpf_gc_pause", "py_stack": "ebpf_py_stacks", "tcp_connect": "ebpf_tcp_connect",
-          "handoff": "ebpf_handoff"}
+TABLES = {"gc_pause": "ebpf_gc_pause", "tcp_connect": "ebpf_tcp_connect", "handoff": "ebpf_handoff"}
+# stack samples are stored aggregated (one row per window, thread and stack) and the stacks once
+PROFILE_TABLES = {"ebpf_py_stack_profile", "ebpf_stacks"}
 
 
 def test_rows_per_table_are_the_events_printed(servers, tmp_path):  # noqa: F811
@@ -46,7 +47,7 @@ def test_rows_per_table_are_the_events_printed(servers, tmp_path):  # noqa: F811
     names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     # tcp_accept was not enabled: tcphandshake runs, its accepts are left out
     # (and pystack's --async records, which pymonitor does not turn on: an empty table)
-    assert names - {"ebpf_py_task"} == set(TABLES.values()), names
+    assert names - {"ebpf_py_task"} == set(TABLES.values()) | PROFILE_TABLES, names
     assert not mon.events("tcp_accept")
     for metric, table in TABLES.items():
         events = mon.events(metric)
@@ -69,8 +70,22 @@ def test_rows_per_table_are_the_events_printed(servers, tmp_path):  # noqa: F811
     got = handoffs(mon.events("handoff"), {worker})
     logged = len(log_lines(log))
     assert logged > 100 and logged <= len(got) <= logged + 4 + 8, (len(got), logged)
-    # py_stack samples of the three Python targets only
-    assert {r["pid"] for r in con.execute("SELECT pid FROM ebpf_py_stacks")} <= {worker, w.pid, hello["pid"]}
+    # py_stack samples: per (pid, tid, thread, stack) the aggregated rows count exactly the
+    # samples printed, and every stack_id resolves in the dictionary
+    samples = mon.events("py_stack")
+    assert samples
+    printed = {}
+    for e in samples:
+        key = (e["pid"], e["tid"], e["thread_name"], e["stack"])
+        printed[key] = printed.get(key, 0) + 1
+    stored = {(pid, tid, thread, stack): n for pid, tid, thread, stack, n in con.execute(
+        "SELECT pid, tid, thread_name, s.stack, sum(samples) FROM ebpf_py_stack_profile p"
+        " JOIN (SELECT DISTINCT stack_id, stack FROM ebpf_stacks) s USING (stack_id)"
+        " GROUP BY pid, tid, thread_name, s.stack")}
+    assert stored == printed
+    assert con.execute("SELECT count(*) FROM ebpf_py_stack_profile WHERE stack_id NOT IN"
+                       " (SELECT stack_id FROM ebpf_stacks)").fetchone()[0] == 0
+    assert {pid for pid, _, _, _ in stored} <= {worker, w.pid, hello["pid"]}
 
 
 def test_one_tracker_that_cannot_attach_is_a_warning(tmp_path):

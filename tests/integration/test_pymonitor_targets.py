@@ -45,7 +45,7 @@ def test_a_pid_that_is_not_python_costs_only_itself(tmp_path):
     mon = None
     try:
         mon = Tool("pymonitor", ["-p", str(sleeper.pid), str(w.pid), "-e", "t", "--enable", "gc", "py_stack",
-                                 "gil", "--sqlite", db], json_mode=False)
+                                 "gil", "--sqlite", db, "--raw-samples"], json_mode=False)
         mon.wait_ready()
         recs, stats = w.go()
         time.sleep(0.5)

@@ -1,0 +1,92 @@
+"""Stored-profile target (issue 29): a known CPU split, or deep and varied stacks.
+
+usage: py_profile.py split   a(), b(), c() call the same work() with 50k, 30k and 20k
+                             iterations: about 50/30/20 of the CPU. The target times its
+                             own phases with time.thread_time() and prints them as JSON
+                             when it ends (SIGTERM): the ground truth.
+       py_profile.py deep    every pass walks one of 200 paths (8 levels of two
+                             functions each, then plain recursion) to a stack of 25
+                             frames, <module> included, and works at its end.
+
+It prints "ready", then waits for a line on stdin before it starts working (and
+timing), so that a profiler attached before sees exactly the measured window.
+"""
+import json
+import signal
+import sys
+import time
+
+spent = {"a": 0.0, "b": 0.0, "c": 0.0}
+
+
+def work(n):
+    s = 0
+    for i in range(n): s += i  # noqa: E701 (one line: one leaf line, one stack per path)
+    return s
+
+
+def a():
+    return work(50000)
+
+
+def b():
+    return work(30000)
+
+
+def c():
+    return work(20000)
+
+
+def stop(signum, frame):
+    print(json.dumps(spent), flush=True)
+    sys.exit(0)
+
+
+BRANCH_LEVELS = 8
+DEPTH = 14  # frames: <module>, deep(), 8 x (down, left|right), down x 6, work(): 25
+
+
+def down(level, path):
+    if level < BRANCH_LEVELS:
+        if (path >> level) & 1:
+            return left(level + 1, path)
+        return right(level + 1, path)
+    if level < DEPTH - 1:
+        return down(level + 1, path)
+    return work(3000)
+
+
+def left(level, path):
+    return down(level, path)
+
+
+def right(level, path):
+    return down(level, path)
+
+
+def split():
+    clock = time.thread_time
+    while True:
+        t0 = clock()
+        a()
+        t1 = clock()
+        b()
+        t2 = clock()
+        c()
+        t3 = clock()
+        spent["a"] += t1 - t0
+        spent["b"] += t2 - t1
+        spent["c"] += t3 - t2
+
+
+def deep():
+    i = 0
+    while True:
+        down(0, i % 200)
+        i += 1
+
+
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+sys.stdin.readline()
+split() if sys.argv[1:] == ["split"] else deep()
