@@ -36,23 +36,26 @@ uint64_t cpusampler_window_ns(double hz)
 {
 	double w = 8e9 / hz;
 
-	return w < 20e6 ? 20000000ull : (uint64_t)w;
+	return w < 50e6 ? 50000000ull : (uint64_t)w;
 }
 
-/* A new period for CPU i, for a window of 1/2 to 3/2 of the mean from now. */
-static void redraw(struct cpusampler *s, int i, uint64_t now_ns)
+/* A new period for every CPU, for a window of 1/2 to 3/2 of the mean from now. */
+static void redraw(struct cpusampler *s, uint64_t now_ns)
 {
 	uint64_t w = (uint64_t)((double)s->window_ns * (0.5 + uniform(s)));
-	uint64_t period = cpusampler_period_ns(s->hz, w + s->late_ns, uniform(s));
 
-	s->next_ns[i] = now_ns + w;
-	if (ioctl(s->fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0) {
-		if (!s->failed++)
-			log_warn("changing the sampling period failed: %s (samples keep a fixed period)",
-				 strerror(errno));
-		return;
+	s->next_ns = now_ns + w;
+	for (int i = 0; i < s->n; i++) {
+		uint64_t period = cpusampler_period_ns(s->hz, w + s->late_ns, uniform(s));
+
+		if (ioctl(s->fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0) {
+			if (!s->failed++)
+				log_warn("changing the sampling period failed: %s (samples keep a fixed period)",
+					 strerror(errno));
+			continue;
+		}
+		s->redraws++;
 	}
-	s->redraws++;
 }
 
 int cpusampler_attach(struct cpusampler *s, struct bpfprog *p, const char *fn, double hz, uint64_t seed,
@@ -65,25 +68,16 @@ int cpusampler_attach(struct cpusampler *s, struct bpfprog *p, const char *fn, d
 	s->n = bpfprog_attach_cpu_clock(p, fn, (uint64_t)(1e9 / hz), s->fds, CPUSAMPLER_MAX_CPUS);
 	if (s->n < 0)
 		return -1;
-	for (int i = 0; i < s->n; i++)
-		redraw(s, i, now_ns);
+	redraw(s, now_ns);
 	return 0;
 }
 
 int cpusampler_tick(struct cpusampler *s, uint64_t now_ns)
 {
-	uint64_t first = UINT64_MAX;
-
-	for (int i = 0; i < s->n; i++) {
-		if (now_ns >= s->next_ns[i]) {
-			/* how late ticks come, smoothed: the window runs that much longer */
-			s->late_ns = (7 * s->late_ns + (now_ns - s->next_ns[i])) / 8;
-			redraw(s, i, now_ns);
-		}
-		if (s->next_ns[i] < first)
-			first = s->next_ns[i];
+	if (now_ns >= s->next_ns) {
+		/* how late ticks come, smoothed: the window runs that much longer */
+		s->late_ns = (7 * s->late_ns + (now_ns - s->next_ns)) / 8;
+		redraw(s, now_ns);
 	}
-	if (first == UINT64_MAX)
-		return 1000;
-	return (int)((first - now_ns) / 1000000) + 1;
+	return (int)((s->next_ns - now_ns) / 1000000) + 1;
 }
