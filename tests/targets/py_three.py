@@ -5,11 +5,14 @@ against. A sampler whose instants correlate with the loop (a fixed period lockin
 the loop or onto the host's timer) gives the callers shares that differ from it by
 position.
 
-usage: py_three.py [--wait] [--log FILE] [N1 N2 N3]   (prints "ready"; SIGUSR1 restarts
+usage: py_three.py [--wait] [--log FILE] [--tick MS] [N1 N2 N3]   (prints "ready"; SIGUSR1 restarts
 the measurement; SIGTERM prints {"first": ns, "second": ns, "third": ns} as JSON and
 exits. --wait: start only after a line on stdin. --log: also write, at the end, one line
 per call "caller start_ns end_ns" in CLOCK_MONOTONIC (what bpf_ktime_get_ns reads), so
-that a sample's time can be placed in the call that ran then.)
+that a sample's time can be placed in the call that ran then. --tick: each loop starts
+at the next multiple of MS milliseconds of CLOCK_MONOTONIC, as in a program driven by a
+timer, and sleeps for the rest: a sampler whose period is MS, or divides it, then hits
+the same place of the loop every time.)
 """
 import json
 import signal
@@ -21,6 +24,11 @@ log_path = None
 if "--log" in args:
     i = args.index("--log")
     log_path = args[i + 1]
+    del args[i:i + 2]
+tick_ns = None
+if "--tick" in args:
+    i = args.index("--tick")
+    tick_ns = int(float(args[i + 1]) * 1e6)
     del args[i:i + 2]
 N1, N2, N3 = (int(x) for x in args) if len(args) == 3 else (20000, 20000, 20000)
 spent = {"first": 0, "second": 0, "third": 0}
@@ -69,6 +77,8 @@ if "--wait" in sys.argv:
 clock = time.thread_time_ns
 mono = time.monotonic_ns
 while True:
+    if tick_ns:
+        time.sleep((tick_ns - mono() % tick_ns) / 1e9)
     m0 = mono() if log is not None else 0
     t0 = clock()
     first()
