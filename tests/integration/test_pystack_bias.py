@@ -4,12 +4,16 @@ rates, in the cases where a fixed period locks onto the loop: a loop driven by a
 of the sampling period (--tick: at 100 and 200 Hz pystack with a fixed period gave the
 callers shares 22 to 27 points off, and 43% too many samples), and a free-running loop
 that takes about one period (999 Hz). pystack's shares of the callers must stay within
-1.5 points of the targets' own timing over thousands of samples, and its sample count
-must match the targets' CPU time times the rate (the random periods keep the mean).
+1.5 points of the targets' own timing, or within three standard errors of a share from
+that many random samples, sqrt(p (1 - p) / n), when that is wider: random instants
+cannot do better (1.5 points is three standard errors of a 40% share only from 9,600
+samples on; at 3,000 it is 2.7 points). Its sample count must match the targets' CPU
+time times the rate (the random periods keep the mean).
 
 Three targets run at once (two CPUs), their samples and their timings pooled.
 """
 import json
+import math
 import os
 import signal
 import time
@@ -39,7 +43,7 @@ def loop_args(hz, tick):
     return (["--tick", str(tick)] if tick else []) + [str(int(total * s)) for s in SPLIT]
 
 
-@pytest.mark.parametrize("hz,tick,min_samples", [(100, 10, 2000), (200, 5, 2000), (999, None, 6000)])
+@pytest.mark.parametrize("hz,tick,min_samples", [(100, 10, 3000), (200, 5, 3000), (999, None, 8000)])
 def test_shares_match_the_targets_own_timing(pystack, pythons, targets, hz, tick, min_samples):
     py = pythons.get("pyenv-3.12")
     if not py:
@@ -50,8 +54,8 @@ def test_shares_match_the_targets_own_timing(pystack, pythons, targets, hz, tick
         p.send_signal(signal.SIGUSR1)
     begin = time.time()
     cpu0 = {p.pid: cpu_seconds(p.pid) for p in procs}
-    # until enough samples (each a line), 120 s at most (a loaded machine gives fewer)
-    deadline = begin + 120
+    # until enough samples (each a line), 150 s at most (a loaded machine gives fewer)
+    deadline = begin + 150
     while time.time() < deadline and len(t.lines) < min_samples * 1.1 + 200:
         time.sleep(1)
     end = time.time()
@@ -83,7 +87,8 @@ def test_shares_match_the_targets_own_timing(pystack, pythons, targets, hz, tick
     print(report)
     assert n >= min_samples, report
     for c in CALLERS:
-        assert abs(counts[c] / n - truth[c] / all_ns) <= 0.015, report
+        p = truth[c] / all_ns
+        assert abs(counts[c] / n - p) <= max(0.015, 3 * math.sqrt(p * (1 - p) / n)), report
     # the random periods keep the rate: samples within -15% (the VM's timer misses some:
     # pystack(8), OVERHEAD) and +5% of CPU time x rate
     assert 0.85 * cpu * hz <= n <= 1.05 * cpu * hz, report
