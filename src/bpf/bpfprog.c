@@ -6,6 +6,7 @@
 #include <bcc/perf_reader.h>
 #include <errno.h>
 #include <linux/bpf.h>
+#include <linux/perf_event.h>
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
@@ -299,6 +300,28 @@ int bpfprog_attach_perf_event(struct bpfprog *p, const char *fn, uint32_t type, 
 			return -1;
 	}
 	return 0;
+}
+
+int bpfprog_attach_cpu_clock(struct bpfprog *p, const char *fn, uint64_t period_ns, int *fds, int max)
+{
+	int prog = bpfprog_prog_fd(p, fn, BPF_PROG_TYPE_PERF_EVENT), cpus[MAX_CPUS];
+	int n = cpus_online(cpus, MAX_CPUS);
+
+	if (prog < 0)
+		return -1;
+	if (n > max)
+		n = max;
+	for (int i = 0; i < n; i++) {
+		fds[i] = bpf_attach_perf_event(prog, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, period_ns, 0,
+					       -1, cpus[i], -1);
+		if (fds[i] < 0) {
+			log_error("attaching a cpu-clock event on CPU %d failed: %s", cpus[i], strerror(errno));
+			return -1;
+		}
+		if (add_link(p, fds[i]))
+			return -1;
+	}
+	return n;
 }
 
 int bpfprog_attachments(const struct bpfprog *p)

@@ -58,6 +58,12 @@ int bpfprog_attach_uprobe(struct bpfprog *p, const char *fn, const char *binary,
 /* Sampling on every online CPU: type/config as perf_event_attr, freq in Hz; pid -1 for all. */
 int bpfprog_attach_perf_event(struct bpfprog *p, const char *fn, uint32_t type, uint64_t config,
 			      uint64_t freq, pid_t pid);
+/*
+ * A cpu-clock event on every online CPU (at most max) that samples every period_ns,
+ * with fn attached; their fds (owned by p) into fds, for PERF_EVENT_IOC_PERIOD.
+ * Returns how many, or -1.
+ */
+int bpfprog_attach_cpu_clock(struct bpfprog *p, const char *fn, uint64_t period_ns, int *fds, int max);
 int bpfprog_attachments(const struct bpfprog *p);
 /*
  * Ends every attachment: no program of p runs from now on, and what its buffers and

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cpusampler.h"
 #include "log.h"
 #include "jsonfmt.h"
 #include "pyebpf_bpf.h"
@@ -172,6 +174,7 @@ struct pystack {
 	struct profile_out out;
 	struct stackagg profile;  /* -o: the stacks of the whole run */
 	struct pytargets targets;
+	struct cpusampler sampler; /* random instants at -F Hz on average */
 	struct stackagg agg;      /* folded stacks, or the top table's functions */
 	struct pyframes_buf text; /* a sample's stack */
 	unsigned long long interval_samples, unresolved_frames;
@@ -531,8 +534,8 @@ static int start(struct tracker *t)
 		return 0;
 	}
 	return bpfprog_open_perf_buffer(p, "events", on_sample, ps, 64, 64) ||
-	       bpfprog_attach_perf_event(p, "on_sample", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK,
-					 ps->freq, -1);
+	       cpusampler_attach(&ps->sampler, p, "on_sample", (double)ps->freq, ps->start_ns ^ (uint64_t)getpid(),
+				 ps->start_ns);
 }
 
 /* "pid\tfunc\tfile\tline" as pid and "func (file:line)". */
@@ -629,6 +632,11 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	struct pystack *ps = (struct pystack *)t;
 
 	t->done = pytargets_refresh(&ps->targets, now_ns);
+	if (ps->sampler.n) {
+		/* the runner wakes for the next re-draw (100 ms at most, the default) */
+		int ms = cpusampler_tick(&ps->sampler, now_ns);
+		t->poll_ms = ms < 100 ? ms : 100;
+	}
 	if (ps->async && now_ns >= ps->next_async_ns) {
 		uint64_t period = 1000000000ull / ps->freq;
 		sample_tasks(ps, now_ns);
