@@ -54,6 +54,7 @@ struct pyloop_stack {
 	__u64 off_ns;          /* BLOCK: that off-CPU period's length */
 	__u32 depth;           /* frames[] entries, innermost first */
 	__u32 pad;
+	__u64 gen_frame;       /* outermost coroutine/generator frame (its asyncio task), 0: none */
 	struct pywalk_frame frames[PYLOOP_DEPTH_LIMIT];
 };
 

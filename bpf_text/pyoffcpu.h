@@ -31,6 +31,7 @@ enum pyoffcpu_counter { PYOFFCPU_COUNTERS(PYEBPF_COUNTER_ID) OFFCPU_CNT_MAX };
 struct pyoffcpu_pystack {
 	__u32 status; /* enum pywalk_status; PYWALK_ERR_CONFIG when not walked */
 	__u32 depth;  /* frames[] entries, innermost first */
+	__u64 gen_frame; /* outermost coroutine/generator frame (its asyncio task), 0: none */
 	struct pywalk_frame frames[PYOFFCPU_DEPTH_LIMIT];
 };
 
