@@ -291,7 +291,7 @@ static int set_keys(const struct pyproc *p, uint64_t set, bool weak, struct addr
 	tab = malloc(slots * 16);
 	if (!tab)
 		return -1;
-	if (pyproc_read(p, hdr[3], tab, slots * 16) || pyproc_read(p, set + 16, again, sizeof(again)) ||
+	if (pyproc_read(p, hdr[3], tab, slots * 16) || pyproc_read_fresh(p, set + 16, again, sizeof(again)) ||
 	    again[2] != hdr[2] || again[3] != hdr[3]) {
 		free(tab);
 		return 1;
@@ -648,16 +648,41 @@ static int reserve_tasks(struct pytasks_snapshot *s, int n)
 	return 0;
 }
 
+/* A running task's frames are read as they are, not from pages read earlier in the read. */
+static void cache_pause(struct pyproc *p, bool pause)
+{
+	if (p->pages)
+		p->pages->on = !pause;
+}
+
+static int read_tasks(struct pyproc *p, struct pytasks *t, struct pytasks_snapshot *s, bool frames);
+
+/*
+ * The reads go through pyproc's page cache: the objects of a task (the task, its
+ * coroutine with its frame, code objects shared by many tasks) sit in a few pages, read
+ * once each instead of a system call per field. What detects a change under the reader
+ * (a set's header, a task's coroutine and state after its chain) is read afresh.
+ */
 int pytasks_read(struct pyproc *p, struct pytasks_snapshot *s, bool frames)
 {
 	struct pytasks *t = state_of(p);
-	struct addrs a = { 0 };
 	int r;
 
 	s->n = 0;
 	s->torn = 0;
 	if (pytasks_probe(p, NULL, 0) != 0)
 		return -1;
+	pyproc_cache_on(p, true); /* without memory: field by field, as it is off */
+	r = read_tasks(p, t, s, frames);
+	pyproc_cache_on(p, false);
+	return r;
+}
+
+static int read_tasks(struct pyproc *p, struct pytasks *t, struct pytasks_snapshot *s, bool frames)
+{
+	struct addrs a = { 0 };
+	int r;
+
 	r = collect(p, t, &a);
 	if (r || reserve_tasks(s, a.n ? a.n : 1)) {
 		s->torn += r > 0;
@@ -686,10 +711,14 @@ int pytasks_read(struct pyproc *p, struct pytasks_snapshot *s, bool frames)
 		task_name(p, t, k->addr, k->name, sizeof(k->name));
 		pyproc_read_str(p, pyproc_u64_or0(p, coro + t->l.gen_qualname), k->coro_name, sizeof(k->coro_name));
 		if (frames) {
-			int fr = k->running ? running_frames(p, t, coro, k) : chain_frames(p, t, coro, k);
+			int fr;
+			cache_pause(p, k->running);
+			fr = k->running ? running_frames(p, t, coro, k) : chain_frames(p, t, coro, k);
+			cache_pause(p, false);
 			/* still the same coroutine, in the same state: else the frames may be another moment's */
-			if (fr || pyproc_rd_u64(p, k->addr + t->l.task_coro, &again) || again != coro ||
-			    pyproc_read(p, coro + t->l.gen_frame_state, &state2, 1) || state2 != state || !k->depth) {
+			if (fr || pyproc_read_fresh(p, k->addr + t->l.task_coro, &again, 8) || again != coro ||
+			    pyproc_read_fresh(p, coro + t->l.gen_frame_state, &state2, 1) || state2 != state ||
+			    !k->depth) {
 				s->torn++;
 				continue;
 			}
