@@ -58,6 +58,7 @@ struct pywalk_frame {
 struct pywalk_stack {
 	__u32 status; /* enum pywalk_status; PYWALK_ERR_CONFIG when not walked */
 	__u32 depth;  /* frames[] entries, innermost first */
+	__u64 gen_frame; /* outermost coroutine/generator frame (its asyncio task), 0: none */
 	struct pywalk_frame frames[PYWALK_RECORD_DEPTH];
 };
 

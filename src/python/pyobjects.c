@@ -1,6 +1,7 @@
 /* pyproc, part: reading target memory and the objects the other parts need. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -9,7 +10,7 @@
 #include "utf8.h"
 
 
-int pyproc_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
+int pyproc_read_fresh(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
 {
 	ssize_t n;
 
@@ -31,6 +32,62 @@ int pyproc_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
 		return errno = EPERM, -1;
 	n = pread(p->mem_fd, buf, len, (off_t)addr);
 	return n == (ssize_t)len ? 0 : (errno = n >= 0 ? EFAULT : errno, -1);
+}
+
+int pyproc_cache_on(struct pyproc *p, bool on)
+{
+	if (on && !p->pages) {
+		p->pages = calloc(1, sizeof(*p->pages));
+		if (p->pages && !(p->pages->data = malloc(PAGE_CACHE_SLOTS * sizeof(*p->pages->data)))) {
+			free(p->pages);
+			p->pages = NULL;
+		}
+		if (!p->pages)
+			return -1;
+	}
+	if (p->pages) {
+		p->pages->on = on;
+		if (on)
+			memset(p->pages->page, 0, sizeof(p->pages->page));
+	}
+	return 0;
+}
+
+void pyproc_cache_free(struct pyproc *p)
+{
+	if (p->pages)
+		free(p->pages->data);
+	free(p->pages);
+	p->pages = NULL;
+}
+
+/* From the page cache when it is on: one read per page instead of one per field. */
+int pyproc_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
+{
+	struct page_cache *c = p->pages;
+	uint8_t *out = buf;
+	uint64_t at = addr;
+	size_t left = len;
+
+	if (!c || !c->on || !addr || len > PAGE_CACHE_SIZE)
+		return pyproc_read_fresh(p, addr, buf, len);
+	while (left) {
+		uint64_t page = at & ~(uint64_t)(PAGE_CACHE_SIZE - 1), off = at - page;
+		size_t slot = (size_t)(page / PAGE_CACHE_SIZE) & (PAGE_CACHE_SLOTS - 1);
+		size_t n = PAGE_CACHE_SIZE - off < left ? PAGE_CACHE_SIZE - off : left;
+
+		if (c->page[slot] != page + 1) {
+			c->page[slot] = 0;
+			if (pyproc_read_fresh(p, page, c->data[slot], PAGE_CACHE_SIZE))
+				return pyproc_read_fresh(p, addr, buf, len); /* a page not all mapped */
+			c->page[slot] = page + 1;
+		}
+		memcpy(out, c->data[slot] + off, n);
+		out += n;
+		at += n;
+		left -= n;
+	}
+	return 0;
 }
 
 int pyproc_rd_u64(const struct pyproc *p, uint64_t addr, uint64_t *v)

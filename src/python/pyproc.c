@@ -422,6 +422,7 @@ void pyproc_close(struct pyproc *p)
 	free(p->codes);
 	free(p->names);
 	pytasks_free(p->tasks);
+	pyproc_cache_free(p);
 	elfsyms_close(p->elf);
 	if (p->mem_fd >= 0)
 		close(p->mem_fd);

@@ -29,6 +29,19 @@ struct code_entry {
 	size_t table_len;
 };
 
+/*
+ * Target pages pyproc_read serves reads from while it is on (pytasks_read: a task's
+ * object, coroutine, frame and code are many small reads in a few pages). Emptied when
+ * turned on; pyproc_read_fresh bypasses it (the rereads that detect a change).
+ */
+#define PAGE_CACHE_SLOTS 512 /* power of two; 2 MiB */
+#define PAGE_CACHE_SIZE 4096
+struct page_cache {
+	bool on;
+	uint64_t page[PAGE_CACHE_SLOTS]; /* page address + 1 of each slot, 0: empty */
+	uint8_t (*data)[PAGE_CACHE_SIZE];
+};
+
 struct pyproc {
 	int refs;                   /* pyproc_open()s not closed yet */
 	unsigned long long started; /* procinfo_start_time() */
@@ -60,9 +73,15 @@ struct pyproc {
 	   ELF file: tests/fuzz/fuzz_pymem.c's memory image */
 	int (*read_mem)(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
 	uint64_t (*symbol)(const struct pyproc *p, const char *name);
+	struct page_cache *pages; /* NULL until pyproc_cache_on */
 };
 
 /* pyobjects.c */
+/* Reads through a page cache from now on (emptied first), or no longer; 0, or -1 (no memory). */
+int pyproc_cache_on(struct pyproc *p, bool on);
+void pyproc_cache_free(struct pyproc *p);
+/* pyproc_read, never from the cache. */
+int pyproc_read_fresh(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
 int pyproc_rd_u64(const struct pyproc *p, uint64_t addr, uint64_t *v);
 uint64_t pyproc_u64_or0(const struct pyproc *p, uint64_t addr);
 /* A PyLong (small ints such as thread idents and native ids). */

@@ -24,7 +24,7 @@ enum {
 struct layout {
 	uint32_t task_name, task_coro, task_fut_waiter, task_callback0, task_callbacks;
 	uint32_t task_awaited_by, task_awaited_by_is_set, task_node;   /* 3.14+ */
-	uint32_t ts_tasks_head, interp_tasks_head;                    /* 3.14+ */
+	uint32_t ts_tasks_head, interp_tasks_head, ts_running_task;   /* 3.14+ */
 	uint32_t gen_qualname, gen_frame_state, gen_iframe;
 	uint32_t frame_stacktop, frame_localsplus;                    /* 3.11-3.13 */
 	uint32_t frame_stackpointer;                                  /* 3.14+ */
@@ -37,6 +37,7 @@ struct pytasks {
 	struct layout l;
 	uint64_t task_type, coro_type, gen_type, code_type, long_type, method_type, list_type;
 	uint64_t all_tasks, scheduled, eager; /* 3.11-3.13: the sets' objects (WeakSet, set) */
+	uint64_t current_tasks;               /* 3.11-3.13: the dict of each running loop's task */
 	struct pytasks_snapshot light;        /* for pytasks_of_frame */
 	uint64_t light_ns;
 	unsigned long long torn;
@@ -151,6 +152,7 @@ static int layout_from_debug(struct pyproc *p, struct pytasks *t)
 	t->l.task_coro = (uint32_t)a[5];
 	t->l.task_node = (uint32_t)a[6];
 	t->l.interp_tasks_head = (uint32_t)a[8];
+	t->l.ts_running_task = (uint32_t)a[11];
 	t->l.ts_tasks_head = (uint32_t)a[12];
 	memcpy(a, raw + iframe, 7 * 8); /* size, previous, executable, instr_ptr, localsplus, owner, stackpointer */
 	t->l.frame_stackpointer = (uint32_t)a[6];
@@ -228,6 +230,7 @@ int pytasks_probe(struct pyproc *p, char *why, size_t len)
 		}
 		if (!t->all_tasks && !t->scheduled)
 			goto out;
+		t->current_tasks = module_attr(p, "asyncio.tasks", "_current_tasks");
 	}
 	if (!t->coro_type || !t->code_type) {
 		t->state = -1;
@@ -289,7 +292,7 @@ static int set_keys(const struct pyproc *p, uint64_t set, bool weak, struct addr
 	tab = malloc(slots * 16);
 	if (!tab)
 		return -1;
-	if (pyproc_read(p, hdr[3], tab, slots * 16) || pyproc_read(p, set + 16, again, sizeof(again)) ||
+	if (pyproc_read(p, hdr[3], tab, slots * 16) || pyproc_read_fresh(p, set + 16, again, sizeof(again)) ||
 	    again[2] != hdr[2] || again[3] != hdr[3]) {
 		free(tab);
 		return 1;
@@ -663,17 +666,42 @@ static int reserve_tasks(struct pytasks_snapshot *s, int n)
 	return 0;
 }
 
+/* A running task's frames are read as they are, not from pages read earlier in the read. */
+static void cache_pause(struct pyproc *p, bool pause)
+{
+	if (p->pages)
+		p->pages->on = !pause;
+}
+
+static int read_tasks(struct pyproc *p, struct pytasks *t, struct pytasks_snapshot *s, bool frames);
+
+/*
+ * The reads go through pyproc's page cache: the objects of a task (the task, its
+ * coroutine with its frame, code objects shared by many tasks) sit in a few pages, read
+ * once each instead of a system call per field. What detects a change under the reader
+ * (a set's header, a task's coroutine and state after its chain) is read afresh.
+ */
 int pytasks_read(struct pyproc *p, struct pytasks_snapshot *s, bool frames)
 {
 	struct pytasks *t = state_of(p);
-	struct addrs a = { 0 };
-	long budget = RUNNING_FRAMES_BUDGET;
 	int r;
 
 	s->n = 0;
 	s->torn = 0;
 	if (pytasks_probe(p, NULL, 0) != 0)
 		return -1;
+	pyproc_cache_on(p, true); /* without memory: field by field, as it is off */
+	r = read_tasks(p, t, s, frames);
+	pyproc_cache_on(p, false);
+	return r;
+}
+
+static int read_tasks(struct pyproc *p, struct pytasks *t, struct pytasks_snapshot *s, bool frames)
+{
+	struct addrs a = { 0 };
+	long budget = RUNNING_FRAMES_BUDGET;
+	int r;
+
 	r = collect(p, t, &a);
 	if (r || reserve_tasks(s, a.n ? a.n : 1)) {
 		s->torn += r > 0;
@@ -702,10 +730,14 @@ int pytasks_read(struct pyproc *p, struct pytasks_snapshot *s, bool frames)
 		task_name(p, t, k->addr, k->name, sizeof(k->name));
 		pyproc_read_str(p, pyproc_u64_or0(p, coro + t->l.gen_qualname), k->coro_name, sizeof(k->coro_name));
 		if (frames) {
-			int fr = k->running ? running_frames(p, t, coro, k, &budget) : chain_frames(p, t, coro, k);
+			int fr;
+			cache_pause(p, k->running);
+			fr = k->running ? running_frames(p, t, coro, k, &budget) : chain_frames(p, t, coro, k);
+			cache_pause(p, false);
 			/* still the same coroutine, in the same state: else the frames may be another moment's */
-			if (fr || pyproc_rd_u64(p, k->addr + t->l.task_coro, &again) || again != coro ||
-			    pyproc_read(p, coro + t->l.gen_frame_state, &state2, 1) || state2 != state || !k->depth) {
+			if (fr || pyproc_read_fresh(p, k->addr + t->l.task_coro, &again, 8) || again != coro ||
+			    pyproc_read_fresh(p, coro + t->l.gen_frame_state, &state2, 1) || state2 != state ||
+			    !k->depth) {
 				s->torn++;
 				continue;
 			}
@@ -719,17 +751,81 @@ int pytasks_read(struct pyproc *p, struct pytasks_snapshot *s, bool frames)
 	return s->n;
 }
 
+struct current_match {
+	const struct pytasks *t;
+	uint64_t gen, task;
+};
+
+static int current_is(const struct pyproc *p, uint64_t key, uint64_t task, void *ctx)
+{
+	struct current_match *m = ctx;
+
+	(void)key;
+	if (!task || pyproc_u64_or0(p, task + m->t->l.task_coro) != m->gen || !is_a(p, task, m->t->task_type))
+		return 0;
+	m->task = task;
+	return 1;
+}
+
+/*
+ * The task running coroutine gen now, from asyncio's current task of each running
+ * loop (3.11-3.13: the _current_tasks dict, 3.14+: each thread state's running task):
+ * a few reads however many tasks there are. 0 when gen is no loop's current task.
+ */
+static uint64_t current_task(const struct pyproc *p, const struct pytasks *t, uint64_t gen)
+{
+	const struct pyoffsets *o = &p->off;
+	struct current_match m = { t, gen, 0 };
+
+	if (o->minor < 14) {
+		struct dict_view d;
+		if (t->current_tasks) {
+			pyproc_dict_of(p, t->current_tasks, &d);
+			pyproc_dict_foreach(p, &d, current_is, &m);
+		}
+		return m.task;
+	}
+	uint64_t interp = pyproc_u64_or0(p, p->runtime + o->rt_interp_head);
+	for (int i = 0; interp && i < MAX_INTERPS; i++) {
+		uint64_t ts = pyproc_u64_or0(p, interp + o->interp_threads_head);
+		for (int j = 0; ts && j < MAX_THREADS; j++) {
+			if (current_is(p, 0, pyproc_u64_or0(p, ts + t->l.ts_running_task), &m))
+				return m.task;
+			ts = pyproc_u64_or0(p, ts + o->ts_next);
+		}
+		interp = pyproc_u64_or0(p, interp + o->interp_next);
+	}
+	return 0;
+}
+
+/*
+ * k (of an older read) still runs gen: the task object is still a task whose
+ * coroutine is gen (it holds a reference, so gen cannot have been freed and reused).
+ */
+static bool still_runs(const struct pyproc *p, const struct pytasks *t, const struct pytask *k, uint64_t gen)
+{
+	return pyproc_u64_or0(p, k->addr + t->l.task_coro) == gen && is_a(p, k->addr, t->task_type);
+}
+
 int pytasks_of_frame(struct pyproc *p, uint64_t gen_frame, char *task, size_t tlen, char *coro, size_t clen)
 {
-	struct pytasks *t = state_of(p);
+	struct pytasks *t = p ? state_of(p) : NULL;
 	const struct pytask *k;
-	uint64_t gen, now;
+	uint64_t gen, now, cur;
 
 	task[0] = coro[0] = 0;
 	if (!t || !gen_frame || pytasks_probe(p, NULL, 0) != 0)
 		return -1;
 	gen = gen_frame - t->l.gen_iframe;
+	if ((cur = current_task(p, t, gen))) {
+		task_name(p, t, cur, task, tlen);
+		pyproc_read_str(p, pyproc_u64_or0(p, gen + t->l.gen_qualname), coro, clen);
+		return 0;
+	}
+	/* no longer running (the event was read late): a task that still awaits in gen */
 	k = pytasks_find(&t->light, gen);
+	if (k && !still_runs(p, t, k, gen))
+		k = NULL;
 	now = time_mono_ns();
 	if (!k && now - t->light_ns >= REREAD_NS) {
 		t->light_ns = now;
@@ -742,6 +838,19 @@ int pytasks_of_frame(struct pyproc *p, uint64_t gen_frame, char *task, size_t tl
 	snprintf(task, tlen, "%s", k->name);
 	snprintf(coro, clen, "%s", k->coro_name);
 	return 0;
+}
+
+int pytasks_name_of_frame(struct pyproc *p, uint64_t gen_frame, struct pytask_name *out)
+{
+	return pytasks_of_frame(p, gen_frame, out->name, sizeof(out->name), out->coro, sizeof(out->coro));
+}
+
+const char *pytasks_root(const char *name, char *buf, size_t len)
+{
+	if (!name[0])
+		return "[no-task]";
+	snprintf(buf, len, "task:%s", name);
+	return buf;
 }
 
 unsigned long long pytasks_torn(struct pyproc *p)

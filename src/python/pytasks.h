@@ -72,10 +72,36 @@ const struct pytask *pytasks_find(const struct pytasks_snapshot *s, uint64_t cor
  * The task running the coroutine whose frame is at gen_frame (the BPF walker's
  * outermost generator-owned frame): its name and the coroutine's qualified name into
  * task and coro. The tasks are reread (at most every 100 ms) when the coroutine is not
- * one known. Returns 0, or -1 when the frame is no task's (both set to "").
+ * one known, or when the task known for it no longer runs it (its address reused).
+ * Returns 0, or -1 when the frame is no task's or py is NULL (both set to "").
  */
 int pytasks_of_frame(struct pyproc *py, uint64_t gen_frame, char *task, size_t tlen, char *coro,
 		     size_t clen);
+
+/*
+ * The poll_ms of trackers whose records name the task of their stack: a record is
+ * named when it is read, and only a task still alive then can be (a task that ends
+ * within this many ms of the event may be left unnamed, never misnamed).
+ */
+#define PYTASKS_POLL_MS 10
+
+/* The asyncio task of an event's Python stack: "" in both when none. */
+struct pytask_name {
+	char name[PYTASK_NAME_MAX];
+	char coro[256];
+};
+
+/*
+ * pytasks_of_frame into out, for trackers whose records carry the task of their
+ * stack (py may be NULL: not a CPython, no task). Returns what pytasks_of_frame does.
+ */
+int pytasks_name_of_frame(struct pyproc *py, uint64_t gen_frame, struct pytask_name *out);
+
+/*
+ * --per-task's root frame of a folded stack: "task:NAME" (buf), or "[no-task]" when
+ * name is "".
+ */
+const char *pytasks_root(const char *name, char *buf, size_t len);
 
 /* Torn reads met by pytasks_of_frame's rereads of py (a counter that only grows). */
 unsigned long long pytasks_torn(struct pyproc *py);

@@ -29,6 +29,13 @@
 #define FIELD_THREAD_NAME(col)                                                                \
 	{ .name = "thread_name", .type = FIELD_STR, COLUMN_LEFT(col, "THREAD", 16),           \
 	  .meaning = "the Python thread's name (MainThread for the main thread), else its comm" }
+/* The asyncio task of a record's Python stack (pytasks_name_of_frame). */
+#define FIELD_TASK                                                                            \
+	{ .name = "task", .type = FIELD_STR,                                                  \
+	  .meaning = "the asyncio task running on the thread (its name), empty when none" }
+#define FIELD_TASK_CORO                                                                       \
+	{ .name = "task_coro", .type = FIELD_STR,                                             \
+	  .meaning = "that task's coroutine (qualified name), empty when none" }
 #define FIELD_TIME(col)                                                                       \
 	{ .name = "time", .type = FIELD_TIME, COLUMN_LEFT(col, "TIME", 27),                   \
 	  .meaning = "wall-clock time, UTC, ISO 8601 with microseconds" }

@@ -20,6 +20,7 @@
 #include "pyhooks.h"
 #include "pyframes.h"
 #include "pytargets.h"
+#include "pytasks.h"
 #include "record.h"
 #include "monitor.h"
 #include "summary.h"
@@ -64,6 +65,9 @@ static const struct field pause_fields[] = {
 	FIELD_TIME(1),
 	{ .name = "stack", .type = FIELD_ARRAY,
 	  .meaning = "--stack: the frames as \"function (file:line)\", outermost first" },
+	{ .name = "task", .type = FIELD_STR,
+	  .meaning = "--stack: the asyncio task running on the thread when the collection began (its name), empty when none" },
+	{ .name = "task_coro", .type = FIELD_STR, .meaning = "--stack: that task's coroutine (qualified name), empty when none" },
 	FIELD_ENV,
 	FIELD_END,
 };
@@ -453,8 +457,14 @@ static void on_event(void *ctx, void *data, int size)
 	json_set_str(o, "hook", hook_name(ev->source));
 	json_set_str(o, "time", end);
 	if (g->stack) {
+		const struct pygc_stack_event *s = data;
+		struct pytask_name tk;
+
 		stack = stack_json(g, target, data, size);
 		json_object_set(o, "stack", stack);
+		pytasks_name_of_frame(target ? target->py : NULL, s->gen_frame, &tk);
+		json_set_str(o, "task", tk.name);
+		json_set_str(o, "task_coro", tk.coro);
 		if (g->out.path)
 			count_stack(g, data, size, (long long)(ev->end_ns - ev->start_ns));
 	}
@@ -493,6 +503,8 @@ static int start(struct tracker *t)
 	 */
 	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 32) || pyhooks_attach(g->hooks, p))
 		return -1;
+	if (g->stack)
+		t->poll_ms = PYTASKS_POLL_MS; /* the task field: read while the task lives */
 	snprintf(t->banner, sizeof(t->banner), "Tracing CPython GC pauses (%d probes).",
 		 bpfprog_attachments(p));
 	return 0;

@@ -30,6 +30,7 @@
 #include "pyframes.h"
 #include "pyloop.h"
 #include "pytargets.h"
+#include "pytasks.h"
 #include "record.h"
 #include "stackagg.h"
 #include "summary.h"
@@ -80,6 +81,8 @@ static const struct field stall_fields[] = {
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(0),
 	FIELD_THREAD_NAME(3),
+	{ .name = "task", .type = FIELD_STR, .meaning = "the asyncio task of py_stack (its name): the most sampled one, or the one at the longest switch-out; empty when none" },
+	{ .name = "task_coro", .type = FIELD_STR, .meaning = "that task's coroutine (qualified name), empty when none" },
 	{ .name = "duration_ms", .type = FIELD_REAL, .unit = "ms", .meaning = "the iteration: from the poller's return to the thread's next entry into it", COLUMN(4, "DUR_MS", 9), .fmt = "%9.3f" },
 	{ .name = "on_cpu_ms", .type = FIELD_REAL, .unit = "ms", .meaning = "of that, running on a CPU", COLUMN(5, "ON_MS", 9), .fmt = "%9.3f" },
 	{ .name = "off_cpu_ms", .type = FIELD_REAL, .unit = "ms", .meaning = "of that, off the CPU and not runnable (sleeping, blocked in a call)", COLUMN(6, "OFF_MS", 9), .fmt = "%9.3f" },
@@ -151,6 +154,8 @@ struct pending {
 	unsigned long long nsamples;
 	char *block;            /* the BLOCK record's stack, NULL when none */
 	__u64 block_ns;
+	struct stackagg tasks;  /* "task\tcoro" of the samples -> self: samples */
+	struct pytask_name block_task;
 };
 
 /* A target without a loop thread, said once. */
@@ -188,8 +193,10 @@ static void init(struct tracker *t)
 	stackagg_limit(&o->profile, STACKAGG_MAX_STACKS);
 	stackagg_init(&o->folded_agg);
 	stackagg_limit(&o->folded_agg, STACKAGG_MAX_STACKS);
-	for (int i = 0; i < MAX_PENDING; i++)
+	for (int i = 0; i < MAX_PENDING; i++) {
 		stackagg_init(&o->pending[i].samples);
+		stackagg_init(&o->pending[i].tasks);
+	}
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -314,6 +321,8 @@ static struct pending *pending_of(struct pyloop *o, __u32 tid, bool create)
 static void pending_reset(struct pending *p, __u64 iter_start)
 {
 	stackagg_clear(&p->samples);
+	stackagg_clear(&p->tasks);
+	memset(&p->block_task, 0, sizeof(p->block_task));
 	p->nsamples = 0;
 	free(p->block);
 	p->block = NULL;
@@ -339,6 +348,53 @@ static const char *stack_text(struct pyloop *o, const struct pyloop_stack *s, in
 	return pyframes_text(&o->text, pt->py, s->py.frames, depth, s->py.status);
 }
 
+/* The asyncio task of a stack record's frames (pytasks_name_of_frame). */
+static void task_of_stack(struct pyloop *o, const struct pyloop_stack *s, int size, struct pytask_name *tk)
+{
+	struct pytarget *pt = NULL;
+
+	if (size >= (int)offsetof(struct pyloop_stack, py.frames))
+		pt = pytargets_find(&o->targets, (pid_t)s->task.pid);
+	pytasks_name_of_frame(pt ? pt->py : NULL, pt ? s->py.gen_frame : 0, tk);
+}
+
+/* One more sample of its task ("name\tcoro", "\t" for none) in p->tasks. */
+static void count_task(struct pyloop *o, struct pending *p, const struct pyloop_stack *s, int size)
+{
+	struct pytask_name tk;
+	char key[sizeof(tk.name) + sizeof(tk.coro) + 2];
+	struct stackagg_entry *e;
+	int n;
+
+	task_of_stack(o, s, size, &tk);
+	n = snprintf(key, sizeof(key), "%s\t%s", tk.name, tk.coro);
+	e = stackagg_get(&p->tasks, key, n < (int)sizeof(key) ? (size_t)n : sizeof(key) - 1);
+	if (e)
+		e->self++;
+}
+
+/* The stall's task: its most sampled one (on_cpu), or the longest switch-out's. */
+static void stall_task(const struct pending *p, bool on_cpu, struct pytask_name *tk)
+{
+	const struct stackagg_entry *best = NULL;
+	const char *tab;
+
+	memset(tk, 0, sizeof(*tk));
+	if (!p)
+		return;
+	if (!on_cpu) {
+		*tk = p->block_task;
+		return;
+	}
+	for (size_t i = 0; i < p->tasks.n; i++)
+		if (!best || p->tasks.v[i].self > best->self)
+			best = &p->tasks.v[i];
+	if (!best || !(tab = strchr(best->key, '\t')))
+		return;
+	snprintf(tk->name, sizeof(tk->name), "%.*s", (int)(tab - best->key), best->key);
+	snprintf(tk->coro, sizeof(tk->coro), "%s", tab + 1);
+}
+
 /* A sample or a block stack: kept with its iteration until that ends as a stall (or not). */
 static void on_stack(struct pyloop *o, const struct pyloop_stack *s, int size)
 {
@@ -357,8 +413,10 @@ static void on_stack(struct pyloop *o, const struct pyloop_stack *s, int size)
 		free(p->block);
 		p->block = strdup(stack);
 		p->block_ns = s->off_ns;
+		task_of_stack(o, s, size, &p->block_task);
 		return;
 	}
+	count_task(o, p, s, size);
 	p->nsamples++;
 	if (p->samples.n >= MAX_STACKS_PER_ITER && !stackagg_get(&p->samples, stack, strlen(stack)))
 		stack = "[other stacks]";
@@ -431,6 +489,7 @@ static void on_stall(struct pyloop *o, const struct pyloop_stall *s)
 	const struct stackagg_entry **sorted = NULL;
 	char thread[PYTHREAD_NAME_MAX];
 	const char *py = "";
+	struct pytask_name tk = { "", "" };
 	long long py_samples = 0;
 	int n = 0;
 	json_t *r, *top;
@@ -450,8 +509,10 @@ static void on_stall(struct pyloop *o, const struct pyloop_stall *s)
 	if (sorted && (on >= off + runq || !(p && p->block))) {
 		py = sorted[0]->key;
 		py_samples = sorted[0]->self;
+		stall_task(p, true, &tk);
 	} else if (p && p->block) {
 		py = p->block;
+		stall_task(p, false, &tk);
 	}
 	qsort(cand, (size_t)n, sizeof(cand[0]), by_ms);
 	pytargets_thread_name(&o->targets, (pid_t)s->task.pid, (pid_t)s->task.tid, s->task.comm,
@@ -461,6 +522,8 @@ static void on_stall(struct pyloop *o, const struct pyloop_stall *s)
 	record_set_time(r, s->task.ts_ns);
 	record_set_task(r, &s->task);
 	json_set_str(r, "thread_name", thread);
+	json_set_str(r, "task", tk.name);
+	json_set_str(r, "task_coro", tk.coro);
 	json_set_real(r, "duration_ms", ms(dur));
 	json_set_real(r, "on_cpu_ms", ms(on));
 	json_set_real(r, "off_cpu_ms", ms(off));
@@ -557,7 +620,11 @@ static int start(struct tracker *t)
 	if (!o->no_stacks &&
 	    bpfprog_attach_perf_event(p, "on_sample", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, o->freq, -1))
 		return -1;
-	return set_running(o, 1);
+	if (set_running(o, 1))
+		return -1;
+	if (!o->no_stacks)
+		t->poll_ms = PYTASKS_POLL_MS; /* the task field: read while the task lives */
+	return 0;
 }
 
 /* The percentiles of tid's iterations from iter_hist's entries (keys/vals, n of them). */
@@ -788,6 +855,7 @@ static void destroy(struct tracker *t)
 	stackagg_free(&o->folded_agg);
 	for (int i = 0; i < MAX_PENDING; i++) {
 		stackagg_free(&o->pending[i].samples);
+		stackagg_free(&o->pending[i].tasks);
 		free(o->pending[i].block);
 	}
 	pyframes_text_free(&o->text);

@@ -26,6 +26,7 @@
 #include "pyframes.h"
 #include "pyoffcpu.h"
 #include "pytargets.h"
+#include "pytasks.h"
 #include "record.h"
 #include "summary.h"
 #include "symbols.h"
@@ -50,6 +51,7 @@ enum {
 	OPT_STATE,
 	OPT_NO_PY,
 	OPT_FORMAT,
+	OPT_PER_TASK,
 	OPT_OUTPUT = 'o',
 };
 
@@ -62,6 +64,7 @@ static const struct opt options[] = {
 	{ OPT_STATE, 0, "state", "S|D|any", "only periods that began in this state (default any)" },
 	{ OPT_NO_PY, 0, "no-py", NULL, "do not walk Python stacks (kernel and user stacks only)" },
 	{ OPT_FOLDED, 'f', "folded", NULL, "print folded stacks with total microseconds (FlameGraph input)" },
+	{ OPT_PER_TASK, 0, "per-task", NULL, "with -f or -o: the asyncio task's name as the root frame (task:NAME), not the thread's" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the per-thread table so far (with -f: the folded stacks since the last) every SECONDS" },
 	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
 	OPT_ENTRIES_TRACKER_TAIL,
@@ -76,6 +79,8 @@ static const struct field event_fields[] = {
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(0),
 	FIELD_THREAD_NAME(3),
+	FIELD_TASK,
+	FIELD_TASK_CORO,
 	{ .name = "duration_ms", .type = FIELD_REAL, .unit = "ms", COLUMN(4, "DUR_MS", 9), .fmt = "%9.3f",
 	  .meaning = "off the CPU: from leaving it until running again" },
 	{ .name = "off_cpu_ms", .type = FIELD_REAL, .unit = "ms",
@@ -150,6 +155,8 @@ struct pyoffcpu {
 	double interval_s;
 	unsigned state_mask; /* prev_state bits wanted, 0: any */
 	bool children, folded, no_py;
+	bool per_task;            /* folded in userspace from the records, under their tasks */
+	struct stackagg task_agg; /* --per-task -f: since the last report (self: periods, total: ns) */
 	struct profile_out out;   /* -o: the folded table's sums of the whole run */
 	struct stackagg profile;  /* stack -> self: periods, total: nanoseconds off the CPU */
 	struct pytargets targets;
@@ -170,6 +177,8 @@ static void init(struct tracker *t)
 	o->targets.announce = true;
 	stackagg_init(&o->profile);
 	stackagg_limit(&o->profile, STACKAGG_MAX_STACKS);
+	stackagg_init(&o->task_agg);
+	stackagg_limit(&o->task_agg, STACKAGG_MAX_STACKS);
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -202,6 +211,9 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_FOLDED:
 		o->folded = true;
 		return 0;
+	case OPT_PER_TASK:
+		o->per_task = true;
+		return 0;
 	case OPT_INTERVAL:
 		return opts_parse_seconds("interval", arg, &o->interval_s);
 	case OPT_OUTPUT:
@@ -217,6 +229,10 @@ static int check(struct tracker *t)
 
 	if (tracker_check_pids_folded(t, o->folded))
 		return -1;
+	if (o->per_task && !o->folded && !o->out.path)
+		return opts_usage_error("--per-task needs -f/--folded or -o");
+	if (o->per_task && o->no_py)
+		return opts_usage_error("--per-task needs the Python stacks: not with --no-py");
 	return profile_check(&o->out);
 }
 
@@ -245,10 +261,14 @@ static int prepare(struct tracker *t)
 	cflags_add(cf, "-DPY_MAX_DEPTH=%lu", o->max_depth);
 	if (!o->no_py)
 		cflags_add(cf, "-DWALK_PYTHON");
-	/* -o sums the periods in the kernel as -f does: no record lost, whatever else is printed */
-	if (o->folded || o->out.path)
+	/*
+	 * -o sums the periods in the kernel as -f does: no record lost, whatever else is
+	 * printed. --per-task sums them here from the records instead: a period's task is
+	 * named while it still runs its coroutine (pytasks_name_of_frame), not at the end.
+	 */
+	if ((o->folded || o->out.path) && !o->per_task)
 		cflags_add(cf, "-DFOLDED");
-	if (!o->folded) {
+	if (!o->folded || o->per_task) {
 		cflags_add(cf, "-DRECORDS");
 		cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	}
@@ -356,12 +376,65 @@ static const char *python_stack(struct pyoffcpu *o, struct pytarget *pt, const s
 	return py_walked;
 }
 
+/* A stack's native frames as -f folds them, ";user...;kernel...", from the outermost. */
+static void write_native(struct pyoffcpu *o, FILE *f, pid_t pid, int ustack, int kstack)
+{
+	char name[FRAME_NAME_MAX];
+	__u64 ips[PYOFFCPU_DEPTH_LIMIT];
+	int n;
+
+	/* native frames come innermost first: printed from the outermost */
+	n = read_stack(o, ustack, ips);
+	for (int i = n - 1; i >= 0; i--) {
+		symbols_frame_name(o->syms, pid, ips[i], name, sizeof(name));
+		pyframes_fold_escape(name, sizeof(name), PYFRAMES_FOLD_FRAME);
+		fprintf(f, ";%s", name);
+	}
+	n = read_kernel_stack(o, kstack, ips);
+	for (int i = n - 1; i >= 0; i--) {
+		symbols_frame_name(o->syms, pid, ips[i], name, sizeof(name));
+		fprintf(f, ";%s", name);
+	}
+}
+
+/*
+ * --per-task: a period's stack, "task:NAME;python...;user...;kernel...", added to
+ * task_agg (-f) and the profile (-o): self counts periods, total nanoseconds.
+ */
+static void fold_task_period(struct pyoffcpu *o, const struct pyoffcpu_event *e, const char *task,
+			     const char *py, __u64 ns)
+{
+	char buf[PYTASK_NAME_MAX + 8], root[PYTASK_NAME_MAX + 8], *stack = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&stack, &len);
+	struct stackagg *aggs[2] = { o->folded ? &o->task_agg : NULL, o->out.path ? &o->profile : NULL };
+
+	if (!m)
+		return;
+	snprintf(root, sizeof(root), "%s", pytasks_root(task, buf, sizeof(buf)));
+	pyframes_fold_escape(root, sizeof(root), PYFRAMES_FOLD_ROOT);
+	fputs(root, m);
+	if (py[0])
+		fprintf(m, ";%s", py);
+	write_native(o, m, (pid_t)e->task.pid, e->ustack, e->kstack);
+	if (!fclose(m))
+		for (int i = 0; i < 2; i++) {
+			struct stackagg_entry *a = aggs[i] ? stackagg_get(aggs[i], stack, len) : NULL;
+			if (a) {
+				a->self += 1;
+				a->total += (long long)ns;
+			}
+		}
+	free(stack);
+}
+
 static void on_event(void *ctx, void *data, int size)
 {
 	struct pyoffcpu *o = ctx;
 	const struct pyoffcpu_event *e = data;
 	const size_t head = offsetof(struct pyoffcpu_event, py.frames);
 	char thread[PYTHREAD_NAME_MAX], state[32];
+	struct pytask_name task;
 	struct pytarget *pt;
 	const char *status, *py_stack;
 	json_t *r;
@@ -389,11 +462,18 @@ static void on_event(void *ctx, void *data, int size)
 	pt = pytargets_thread_name(&o->targets, (pid_t)e->task.pid, (pid_t)e->task.tid, e->task.comm,
 				   sizeof(e->task.comm), thread, sizeof(thread));
 	status = python_stack(o, pt, &e->py, depth, dur >= o->py_min_ms * 1000000ull, &depth, &py_stack);
+	pytasks_name_of_frame(pt ? pt->py : NULL, e->py.gen_frame, &task);
+	if (o->per_task)
+		fold_task_period(o, e, task.name, py_stack, dur);
+	if (o->folded)
+		return; /* --per-task -f: the records only feed the folded stacks */
 	r = json_object();
 	json_set_str(r, "metric", event_schema.metric);
 	record_set_time(r, e->task.ts_ns);
 	record_set_task(r, &e->task);
 	json_set_str(r, "thread_name", thread);
+	json_set_str(r, "task", task.name);
+	json_set_str(r, "task_coro", task.coro);
 	json_set_real(r, "duration_ms", ms(dur));
 	json_set_real(r, "off_cpu_ms", ms((e->wake_ns ? e->wake_ns : e->run_ns) - e->task.ts_ns));
 	if (e->wake_ns)
@@ -429,12 +509,14 @@ static int start(struct tracker *t)
 	snprintf(t->banner, sizeof(t->banner), "Tracing off-CPU periods of %d process%s%s.",
 		 o->targets.n, o->targets.n == 1 ? "" : "es", o->folded ? " (folded)" : "");
 	o->last_report_ns = time_mono_ns();
-	if (!o->folded && bpfprog_open_ring_buffer(p, "events", on_event, o))
+	if ((!o->folded || o->per_task) && bpfprog_open_ring_buffer(p, "events", on_event, o))
 		return -1;
 	if (bpfprog_attach_tracepoint(p, "sched", "sched_switch") ||
 	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup") ||
 	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup_new"))
 		return -1;
+	if (!o->no_py)
+		t->poll_ms = PYTASKS_POLL_MS; /* the task field: read while the task lives */
 	return 0;
 }
 
@@ -442,11 +524,9 @@ static int start(struct tracker *t)
 static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_key *k, int py_fd,
 			struct pywalk_stack *py)
 {
-	char thread[PYTHREAD_NAME_MAX], name[FRAME_NAME_MAX];
-	__u64 ips[PYOFFCPU_DEPTH_LIMIT];
+	char thread[PYTHREAD_NAME_MAX];
 	__u64 py_hash = k->py_hash;
 	struct pytarget *pt;
-	int n;
 
 	pt = pytargets_thread_name(&o->targets, (pid_t)k->pid, (pid_t)k->tid, k->comm, sizeof(k->comm),
 				   thread, sizeof(thread));
@@ -458,18 +538,7 @@ static void write_stack(struct pyoffcpu *o, FILE *f, const struct pyoffcpu_fold_
 		if (depth)
 			fprintf(f, ";%s", text);
 	}
-	/* native frames come innermost first: printed from the outermost */
-	n = read_stack(o, k->ustack, ips);
-	for (int i = n - 1; i >= 0; i--) {
-		symbols_frame_name(o->syms, (pid_t)k->pid, ips[i], name, sizeof(name));
-		pyframes_fold_escape(name, sizeof(name), PYFRAMES_FOLD_FRAME);
-		fprintf(f, ";%s", name);
-	}
-	n = read_kernel_stack(o, k->kstack, ips);
-	for (int i = n - 1; i >= 0; i--) {
-		symbols_frame_name(o->syms, (pid_t)k->pid, ips[i], name, sizeof(name));
-		fprintf(f, ";%s", name);
-	}
+	write_native(o, f, (pid_t)k->pid, k->ustack, k->kstack);
 }
 
 /*
@@ -524,9 +593,14 @@ static void take_folded(struct pyoffcpu *o)
 				keys[taken] = keys[i], taken++;
 		for (size_t i = 0; i < taken; i++)
 			take_key(o, f, &keys[i], &totals[i], py_fd, py);
-		if (f)
-			fflush(f);
 	}
+	/* --per-task -f: what the records added since the last report (none under 1 us) */
+	for (size_t i = 0; f && i < o->task_agg.n; i++)
+		if (o->task_agg.v[i].total >= 1000)
+			fprintf(f, "%s %lld\n", o->task_agg.v[i].key, o->task_agg.v[i].total / 1000);
+	stackagg_clear(&o->task_agg);
+	if (f)
+		fflush(f);
 	free(totals);
 	free(keys);
 	free(py);
@@ -637,6 +711,7 @@ static void destroy(struct tracker *t)
 
 	pytargets_free(&o->targets);
 	stackagg_free(&o->profile);
+	stackagg_free(&o->task_agg);
 	pyframes_text_free(&o->text);
 	if (o->syms)
 		symbols_close(o->syms);

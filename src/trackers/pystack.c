@@ -78,8 +78,8 @@ static const struct field sample_fields[] = {
 	FIELD_CONTAINER_TID,
 	FIELD_COMM(0),
 	FIELD_THREAD_NAME(0),
-	{ .name = "task", .type = FIELD_STR, .meaning = "the asyncio task running on the thread (its name), empty when none" },
-	{ .name = "task_coro", .type = FIELD_STR, .meaning = "that task's coroutine (qualified name), empty when none" },
+	FIELD_TASK,
+	FIELD_TASK_CORO,
 	{ .name = "stack", .type = FIELD_STR,
 	  .meaning = "the frames, root first, ';' between them, each \"qualname (file:line)\"" },
 	{ .name = "stack_depth", .type = FIELD_INT, .meaning = "frames in stack, without the markers" },
@@ -286,24 +286,9 @@ static int prepare(struct tracker *t)
 	return 0;
 }
 
-/* The asyncio task of a sample (pytasks_of_frame): its name and coroutine, "" when none. */
-struct sample_task {
-	char name[PYTASK_NAME_MAX];
-	char coro[256];
-};
-
-/* --per-task's root frame: "task:NAME", or "[no-task]" outside any task. */
-static const char *task_root(const char *name, char *buf, size_t len)
-{
-	if (!name[0])
-		return "[no-task]";
-	snprintf(buf, len, "task:%s", name);
-	return buf;
-}
-
 /* -j: the sample as a record. */
 static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct pystack_sample *s, int depth,
-			const struct sample_task *tk)
+			const struct pytask_name *tk)
 {
 	const struct pycode_loc *leaf = depth ? &ps->locs[0] : NULL;
 	char thread[PYTHREAD_NAME_MAX];
@@ -334,7 +319,7 @@ static void emit_sample(struct pystack *ps, struct pytarget *pt, const struct py
 
 /* -f or -o: one more of this stack (--per-thread: under its thread's name, --per-task its task's). */
 static void count_stack(struct pystack *ps, struct stackagg *agg, struct pytarget *pt,
-			const struct pystack_sample *s, int depth, const struct sample_task *tk)
+			const struct pystack_sample *s, int depth, const struct pytask_name *tk)
 {
 	char thread[PYTHREAD_NAME_MAX + 8];
 	const char *stack, *root = NULL;
@@ -344,7 +329,7 @@ static void count_stack(struct pystack *ps, struct stackagg *agg, struct pytarge
 				     sizeof(s->task.comm), thread, sizeof(thread));
 		root = thread;
 	} else if (ps->per_task) {
-		root = task_root(tk->name, thread, sizeof(thread));
+		root = pytasks_root(tk->name, thread, sizeof(thread));
 	}
 	stack = pyframes_folded(&ps->text, root, ps->locs, depth, s->status);
 	stackagg_add_stack(agg, stack, strlen(stack));
@@ -376,7 +361,7 @@ static void on_sample(void *ctx, void *data, int size)
 	const struct pystack_sample *s = data;
 	const size_t head = offsetof(struct pystack_sample, frames);
 	struct pytarget *pt;
-	struct sample_task tk = { "", "" };
+	struct pytask_name tk = { "", "" };
 	int depth;
 
 	if (size < (int)head)
@@ -390,7 +375,7 @@ static void on_sample(void *ctx, void *data, int size)
 	ps->interval_samples++;
 	ps->unresolved_frames += pyframes_resolve(pt->py, s->frames, depth, ps->locs);
 	if (ps->base.common->json || ps->per_task)
-		pytasks_of_frame(pt->py, s->gen_frame, tk.name, sizeof(tk.name), tk.coro, sizeof(tk.coro));
+		pytasks_name_of_frame(pt->py, s->gen_frame, &tk);
 	if (ps->base.common->json)
 		emit_sample(ps, pt, s, depth, &tk);
 	if (!ps->lines)
@@ -477,7 +462,7 @@ static void sample_tasks(struct pystack *ps, uint64_t now_ns)
 		for (int k = 0; k < s->n; k++) {
 			const struct pytask *tk = &s->v[k];
 			int depth = task_stack(ps, s, k);
-			const char *stack = NULL, *rt = task_root(tk->name, root, sizeof(root));
+			const char *stack = NULL, *rt = pytasks_root(tk->name, root, sizeof(root));
 
 			ps->task_samples++;
 			ps->interval_samples++;

@@ -13,8 +13,16 @@ SIGTERM; on SIGTERM prints its ground truth as one JSON line)
   tree   63 tasks in a tree (fan-out 2, TaskGroups and gather by turns), all waiting
   churn  tasks created and finished at about 5,000 a second, each awaiting a child chain;
          prints {"created": n}
+  steps  on SIGUSR1, STEP_ROUNDS rounds of four tasks run one after the other: block-a
+         and block-b block the loop thread in time.sleep (0.2 s, 0.1 s), spin burns the
+         CPU for 0.15 s, gc-maker calls gc.collect(), each then awaits 0.3 s (after a
+         first task warm-up that blocks 0.1 s and collects once); then prints, without waiting for
+         SIGTERM, {"steps": [[task, wall start, wall end], ...], "blocked": {task: s
+         measured around its sleeps}, "gc": {task: collections its gc.callbacks saw
+         begin while it was asyncio's current task ("" none)}, "step_block": line}
 """
 import asyncio
+import gc
 import json
 import signal
 import socket
@@ -113,6 +121,76 @@ async def churn():
         await asyncio.sleep(max(0.0, 0.01 - (time.monotonic() - t0)))
 
 
+STEP_ROUNDS = 5
+gc_by_task = {}
+
+
+def count_gc(phase, info):
+    if phase != "start":
+        return
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no loop in this thread
+        task = None
+    name = task.get_name() if task else ""
+    gc_by_task[name] = gc_by_task.get(name, 0) + 1
+
+
+# Each step's task lives on for a while after its measured part, as a request's task
+# would: the tools name a task when they read the event, a moment after it (later when
+# the host is busy: 8 targets spin on 2 CPUs).
+LIVE_ON = 0.3
+
+
+async def step_block(seconds):
+    t0 = time.monotonic()
+    time.sleep(seconds)  # STEP_BLOCK
+    took = time.monotonic() - t0
+    await asyncio.sleep(LIVE_ON)
+    return took
+
+
+async def step_spin(seconds):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        work(1000)
+    await asyncio.sleep(LIVE_ON)
+    return 0.0
+
+
+async def step_gc():
+    gc.collect()
+    await asyncio.sleep(LIVE_ON)
+    return 0.0
+
+
+async def warm_up():
+    time.sleep(0.1)
+    gc.collect()
+    await asyncio.sleep(0.05)
+
+
+async def steps(go):
+    await go.wait()
+    # a first event of each kind: the tools load this process's symbols on their first
+    # record, which delays the next ones (tests leave task warm-up out)
+    w0 = time.time()
+    await asyncio.create_task(warm_up(), name="warm-up")
+    done_steps, blocked = [["warm-up", w0, time.time()]], {"block-a": 0.0, "block-b": 0.0}
+    await asyncio.sleep(0.3)
+    for _ in range(STEP_ROUNDS):
+        for name, coro in (("block-a", step_block(0.2)), ("block-b", step_block(0.1)),
+                           ("spin", step_spin(0.15)), ("gc-maker", step_gc())):
+            w0 = time.time()
+            took = await asyncio.create_task(coro, name=name)
+            done_steps.append([name, w0, time.time()])
+            if name in blocked:
+                blocked[name] += took
+            await asyncio.sleep(0.03)
+    print(json.dumps({"steps": done_steps, "blocked": blocked, "gc": dict(gc_by_task),
+                      "step_block": lines_of("STEP_BLOCK")["STEP_BLOCK"]}), flush=True)
+
+
 def lines_of(*marks):
     out = {}
     with open(__file__, encoding="utf-8") as f:
@@ -143,6 +221,11 @@ async def main():
         tasks = [asyncio.create_task(tree_node(5, 2), name="t")]
     elif MODE == "churn":
         tasks = [asyncio.create_task(churn(), name="churner")]
+    elif MODE == "steps":
+        go = asyncio.Event()
+        gc.callbacks.append(count_gc)
+        loop.add_signal_handler(signal.SIGUSR1, go.set)
+        tasks = [asyncio.create_task(steps(go), name="driver")]
     await asyncio.sleep(0.3)
     print("ready", flush=True)
     await done.wait()

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #include "pylines.h"
 #include "pyoffsets.h"
 #include "pyproc.h"
+#include "pyproc_impl.h"
 #include "pywalk.h"
 #include "pyproc_vectors.h"
 
@@ -261,6 +263,51 @@ static void test_live_python(void **state)
 	close(fds[0]);
 }
 
+/*
+ * pyproc_read through the page cache (pytasks_read's reads), on this process: the
+ * bytes of reads across page boundaries, a snapshot until turned on again (while
+ * pyproc_read_fresh sees the change), and a page that is not mapped still an error.
+ */
+static void test_page_cache(void **state)
+{
+	struct pyproc p = { .pid = getpid(), .mem_fd = -1 };
+	size_t page = PAGE_CACHE_SIZE;
+	uint8_t *m = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t got[3 * PAGE_CACHE_SIZE];
+	uint64_t base = (uint64_t)(uintptr_t)m, v = 0;
+
+	(void)state;
+	assert_ptr_not_equal(m, MAP_FAILED);
+	for (size_t i = 0; i < 4 * page; i++)
+		m[i] = (uint8_t)(i * 7 + i / 251);
+	assert_int_equal(munmap(m + 3 * page, page), 0);
+	assert_int_equal(pyproc_cache_on(&p, true), 0);
+	for (size_t off = 0; off + 600 <= 3 * page; off += 397) {
+		assert_int_equal(pyproc_read(&p, base + off, got, 600), 0);
+		assert_memory_equal(got, m + off, 600);
+	}
+	assert_int_equal(pyproc_read(&p, base + page - 3, got, page), 0); /* two pages */
+	assert_memory_equal(got, m + page - 3, page);
+	m[page + 5] ^= 0xff;
+	assert_int_equal(pyproc_read(&p, base + page, got, 8), 0);
+	assert_int_not_equal(got[5], m[page + 5]); /* the page as it was read */
+	assert_int_equal(pyproc_read_fresh(&p, base + page, got, 8), 0);
+	assert_int_equal(got[5], m[page + 5]);
+	assert_int_equal(pyproc_cache_on(&p, true), 0); /* emptied */
+	assert_int_equal(pyproc_read(&p, base + page, got, 8), 0);
+	assert_int_equal(got[5], m[page + 5]);
+	/* into the unmapped page, and in it: errors, as without the cache */
+	assert_int_equal(pyproc_read(&p, base + 3 * page - 4, &v, 8), -1);
+	assert_int_equal(pyproc_read(&p, base + 3 * page + 8, &v, 8), -1);
+	assert_int_equal(pyproc_read(&p, 0, &v, 8), -1);
+	pyproc_cache_on(&p, false);
+	m[page + 5] ^= 0xff;
+	assert_int_equal(pyproc_read(&p, base + page, got, 8), 0);
+	assert_int_equal(got[5], m[page + 5]);
+	pyproc_cache_free(&p);
+	munmap(m, 3 * page);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_elf_bias_of_self),
 		cmocka_unit_test(test_not_python),
 		cmocka_unit_test(test_live_python),
+		cmocka_unit_test(test_page_cache),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
