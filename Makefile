@@ -56,6 +56,7 @@ DEB_TEST := libcmocka-dev python3 python3-pytest iproute2 nftables ethtool bpfcc
 DEB_TEST += libcurl4-openssl-dev libsqlite3-dev clickhouse-server  # the database sinks and their tests
 DEB_BUILD += libprotobuf-c-dev protobuf-c-compiler  # -o FILE.pb.gz: pprof's protobuf (src/pictures)
 DEB_TEST += python3-fastapi python3-uvicorn python3-uvloop  # pyloop's event loops (tests/targets/loop_*.py)
+DEB_TEST += systemd python3-yaml  # tools/deploy checks: systemd-analyze, the DaemonSet's YAML
 DEB_TEST += chromium golang-go tmux nodejs  # pictures' ground truths: the SVG rendered, pprof, speedscope, --top
 DEB_TEST += $(if $(shell command -v npm 2>/dev/null),,npm)  # the tests' npm installs (a nodejs from elsewhere may bring its own npm)
 
@@ -164,6 +165,9 @@ install: all
 	install -m 0755 $(TOOLS:%=$(BUILD)/%) $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0644 $(wildcard man/man8/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 $(wildcard man/man7/*.7) $(DESTDIR)$(PREFIX)/share/man/man7/
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	sed 's|/usr/local/sbin/|$(PREFIX)/sbin/|' tools/deploy/pymonitor.service \
+		> $(DESTDIR)$(PREFIX)/lib/systemd/system/pymonitor.service
 
 # Quick when everything is there: apt runs only for what is missing.
 deps:

@@ -115,7 +115,7 @@ def test_sqlite_read_only_path_is_a_clear_error(tmp_path):
     finally:
         subprocess.run(["umount", str(ro)], check=True)
     assert r.returncode == 1, r.stderr
-    assert "SQLite database %s" % db in r.stderr and "readonly" in r.stderr, r.stderr
+    assert "SQLite database %s" % db in r.stderr and "Read-only file system" in r.stderr, r.stderr
     assert r.stdout == ""
 
 
