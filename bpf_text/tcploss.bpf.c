@@ -1,9 +1,24 @@
 /*
  * tcploss: retransmits, RTO losses, resets sent and received, zero-window episodes,
- * from tcp:* tracepoints only, with the socket's congestion context read through
- * BTF offsets (-DOFF_*). Most of these fire in softirq or timer context, where the
- * current task is whoever happened to run: the socket's owner is learned in process
+ * from tcp:* tracepoints only, with the socket's addresses and congestion context read
+ * through BTF offsets (-DOFF_*). Most of these fire in softirq or timer context, where
+ * the current task is whoever happened to run: the socket's owner is learned in process
  * context instead (connect, accept, send) and kept per socket in an LRU map.
+ *
+ * The programs on the softirq path are raw tracepoints: the kernel skips a (perf event)
+ * tracepoint program while any other tracepoint, kprobe or uprobe program runs on the
+ * same CPU, ours or anyone's (a softirq that interrupts a program running in a system
+ * call or on a socket's backlog): the "missed" of the summary, hundreds a second in a
+ * retransmit storm. A raw tracepoint program is skipped only while that same program
+ * runs on the CPU. tcp_send_reset stays a tracepoint: without a socket, its addresses
+ * come from the packet, which the tracepoint has already parsed.
+ *
+ * That still happens: tcp_probe and tcp_retransmit_skb also run in process context
+ * (the backlog a socket's owner processes in release_sock, with softirqs enabled), and
+ * a softirq that retransmits or receives on this CPU meanwhile was skipped (~0.2% of
+ * their runs in a storm). Those two hooks therefore have two programs each, run one
+ * after the other: the primary, and a backup that takes over exactly the hits the
+ * kernel skipped the primary for (see hit_seen).
  * Options: -DPORT, -DFAMILY, -DFILTER_IP_*, -DFILTER_PIDS, -DCONN_COUNTS,
  * -DHAVE_RST_REASON, -DHAVE_RETRANS_ERR.
  */
@@ -106,11 +121,26 @@ static __always_inline void addrs_from_sockaddr(struct sock_addrs *a, const u8 *
 }
 
 /*
- * One line: the build's text embedding does not keep backslash continuations. Arrays
- * in args are copied with probe reads: clang may turn a memcpy from the context into
- * loads through a moved context pointer, which the verifier refuses.
+ * What the tcp tracepoints store of a full socket (TP_STORE_ADDRS in the kernel's
+ * include/trace/events/tcp.h): its family, local and remote port and address; the
+ * local port in host order, the remote one in network order.
  */
-#define ADDRS_FROM_ARGS(a, args) do { (a).family = (args)->family; (a).sport = (args)->sport; (a).dport = (args)->dport; if ((a).family == AF_INET6) { bpf_probe_read_kernel((a).saddr, 16, (args)->saddr_v6); bpf_probe_read_kernel((a).daddr, 16, (args)->daddr_v6); } else { bpf_probe_read_kernel((a).saddr, 4, (args)->saddr); bpf_probe_read_kernel((a).daddr, 4, (args)->daddr); } } while (0)
+static __always_inline void addrs_from_sock(struct sock_addrs *a, u64 sk)
+{
+	u8 port[2];
+
+	bpf_probe_read_kernel(&a->family, 2, (void *)sk + OFF_SKC_FAMILY);
+	bpf_probe_read_kernel(&a->sport, 2, (void *)sk + OFF_SKC_NUM);
+	bpf_probe_read_kernel(port, 2, (void *)sk + OFF_SKC_DPORT);
+	a->dport = (u16)port[0] << 8 | port[1];
+	if (a->family == AF_INET6) {
+		bpf_probe_read_kernel(a->saddr, 16, (void *)sk + OFF_SKC_V6_RCV_SADDR);
+		bpf_probe_read_kernel(a->daddr, 16, (void *)sk + OFF_SKC_V6_DADDR);
+	} else {
+		bpf_probe_read_kernel(a->saddr, 4, (void *)sk + OFF_SKC_RCV_SADDR);
+		bpf_probe_read_kernel(a->daddr, 4, (void *)sk + OFF_SKC_DADDR);
+	}
+}
 
 #ifdef FILTER_IP_FAMILY
 static __always_inline bool addr_is_filter_ip(u16 family, const u8 *addr)
@@ -210,6 +240,65 @@ static __always_inline void owner_learn(u64 sk, bool only_if_new)
 	owners.update(&sk, &o);
 }
 
+/*
+ * A primary program and its backup (NAME and NAME__backup, attached in that order) see
+ * every hit of a hook, except that the kernel skips either one while that same program
+ * runs on the CPU: it was interrupted by a softirq that hits the hook again. The two
+ * never run at the same time, so at least one of them sees each hit. The primary notes
+ * each hit it handled here (per CPU, by socket: one socket's hits never nest, its
+ * lock defers them); the backup handles a hit not noted, else forgets the note and
+ * those of the hits nested above it. A note whose backup was skipped (it was running)
+ * goes stale: it is ignored after a millisecond (hits nest for microseconds), and a
+ * full stack starts over. backup_recovered counts the hits the backup handled, so that
+ * bpfprog_missed() tells the hits neither program saw (src/bpf/bpfprog.h).
+ */
+#define HITS_DEPTH 4
+enum { HOOK_RETRANSMIT, HOOK_PROBE, HOOK_MAX };
+struct hits_seen {
+	u64 sk[HITS_DEPTH], ts[HITS_DEPTH];
+	u32 n;
+};
+BPF_PERCPU_ARRAY(hits_seen, struct hits_seen, HOOK_MAX);
+BPF_PERCPU_ARRAY(backup_recovered, u64, 1);
+
+static __always_inline void hit_seen(u32 hook, u64 sk)
+{
+	struct hits_seen *h = hits_seen.lookup(&hook);
+	u32 n;
+
+	if (!h)
+		return;
+	n = h->n;
+	if (n >= HITS_DEPTH)
+		n = 0;
+	n &= HITS_DEPTH - 1;
+	h->sk[n] = sk;
+	h->ts[n] = bpf_ktime_get_ns();
+	h->n = n + 1;
+}
+
+/* The backup's question: did the primary handle this hit? */
+static __always_inline bool hit_was_seen(u32 hook, u64 sk)
+{
+	struct hits_seen *h = hits_seen.lookup(&hook);
+	u32 zero = 0;
+	u64 now, *n;
+
+	if (!h)
+		return false;
+	now = bpf_ktime_get_ns();
+#pragma unroll
+	for (int i = HITS_DEPTH - 1; i >= 0; i--)
+		if (i < h->n && h->sk[i] == sk && now - h->ts[i] < 1000000) {
+			h->n = i;
+			return true;
+		}
+	n = backup_recovered.lookup(&zero);
+	if (n)
+		*n += 1;
+	return false;
+}
+
 /* ---- the events ---- */
 
 #ifdef HAVE_RETRANS_ERR
@@ -247,26 +336,29 @@ static __always_inline bool retrans_counted(u64 sk, int err)
 }
 #endif
 
-TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)
+/* tcp_retransmit_skb(const struct sock *sk, const struct sk_buff *skb, int err) */
+static __always_inline void retransmit_hit(struct bpf_raw_tracepoint_args *ctx)
 {
-	u64 sk = (u64)args->skaddr;
-	const void *skb = args->skbaddr;
+	u64 sk = ctx->args[0];
+	const void *skb = (const void *)ctx->args[1];
 	struct tcploss_event ev = {};
 	struct sock_addrs a = {};
 	u16 segs = 0;
 
-	ADDRS_FROM_ARGS(a, args);
+	addrs_from_sock(&a, sk);
 	if (!event_init(&ev, TCPLOSS_RETRANSMIT, sk, &a))
-		return 0;
+		return;
 	/* tcp_skb_pcount(): TCP_SKB_CB(skb)->tcp_gso_segs, in skb->cb */
 	bpf_probe_read_kernel(&segs, sizeof(segs), skb + OFF_SK_BUFF_CB + OFF_TCP_SKB_CB_GSO_SEGS);
 #ifdef HAVE_RETRANS_ERR
-	if (!retrans_counted(sk, args->err)) {
+	int err = (int)ctx->args[2];
+
+	if (!retrans_counted(sk, err)) {
 		counter_add(TCPLOSS_CNT_RETRANS_FAILED, 1);
 		counter_add(TCPLOSS_CNT_RETRANS_FAILED_SEGS, segs);
-		return 0;
+		return;
 	}
-	if (args->err) {
+	if (err) {
 		counter_add(TCPLOSS_CNT_RETRANS_DROPPED, 1);
 		counter_add(TCPLOSS_CNT_RETRANS_DROPPED_SEGS, segs);
 	}
@@ -274,14 +366,28 @@ TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)
 	ev.segments = segs;
 	read_ctx(&ev, sk);
 	conn_count(&ev);
-	emit_event(args, &ev, sizeof(ev));
+	emit_event(ctx, &ev, sizeof(ev));
+}
+
+RAW_TRACEPOINT_PROBE(tcp_retransmit_skb)
+{
+	retransmit_hit(ctx);
+	hit_seen(HOOK_RETRANSMIT, ctx->args[0]);
 	return 0;
 }
 
-TRACEPOINT_PROBE(tcp, tcp_cong_state_set)
+int raw_tracepoint__tcp_retransmit_skb__backup(struct bpf_raw_tracepoint_args *ctx)
 {
-	u64 sk = (u64)args->skaddr;
-	u8 state = args->cong_state, *prev = ca_states.lookup(&sk);
+	if (!hit_was_seen(HOOK_RETRANSMIT, ctx->args[0]))
+		retransmit_hit(ctx);
+	return 0;
+}
+
+/* tcp_cong_state_set(struct sock *sk, const u8 ca_state) */
+RAW_TRACEPOINT_PROBE(tcp_cong_state_set)
+{
+	u64 sk = ctx->args[0];
+	u8 state = (u8)ctx->args[1], *prev = ca_states.lookup(&sk);
 	bool entering = state == TCP_CA_LOSS && !(prev && *prev == TCP_CA_LOSS);
 	struct tcploss_event ev = {};
 	struct sock_addrs a = {};
@@ -290,12 +396,12 @@ TRACEPOINT_PROBE(tcp, tcp_cong_state_set)
 	ca_states.update(&sk, &state);
 	if (!entering)
 		return 0;
-	ADDRS_FROM_ARGS(a, args);
+	addrs_from_sock(&a, sk);
 	if (!event_init(&ev, TCPLOSS_LOSS, sk, &a))
 		return 0;
 	read_ctx(&ev, sk);
 	conn_count(&ev);
-	emit_event(args, &ev, sizeof(ev));
+	emit_event(ctx, &ev, sizeof(ev));
 	return 0;
 }
 
@@ -319,18 +425,19 @@ TRACEPOINT_PROBE(tcp, tcp_send_reset)
 	return 0;
 }
 
-TRACEPOINT_PROBE(tcp, tcp_receive_reset)
+/* tcp_receive_reset(struct sock *sk) */
+RAW_TRACEPOINT_PROBE(tcp_receive_reset)
 {
-	u64 sk = (u64)args->skaddr;
+	u64 sk = ctx->args[0];
 	struct tcploss_event ev = {};
 	struct sock_addrs a = {};
 
-	ADDRS_FROM_ARGS(a, args);
+	addrs_from_sock(&a, sk);
 	if (!event_init(&ev, TCPLOSS_RESET_RECEIVED, sk, &a))
 		return 0;
 	read_ctx(&ev, sk);
 	conn_count(&ev);
-	emit_event(args, &ev, sizeof(ev));
+	emit_event(ctx, &ev, sizeof(ev));
 	return 0;
 }
 
@@ -358,44 +465,45 @@ static __always_inline void zero_window_ended(void *ctx, u64 sk, const struct so
 }
 
 /*
- * tcp:tcp_probe fires for every segment an established socket receives, before the
- * segment is processed (args->snd_wnd is still the old window): read the window the
- * segment itself advertises from its TCP header. Zero is zero whatever the scale.
+ * tcp_probe(struct sock *sk, const struct sk_buff *skb) fires for every segment an
+ * established socket receives, before the segment is processed (tcp_sock still has
+ * the old window): read the window the segment itself advertises from its TCP header.
+ * Zero is zero whatever the scale.
  */
-TRACEPOINT_PROBE(tcp, tcp_probe)
+static __always_inline void probe_hit(struct bpf_raw_tracepoint_args *ctx)
 {
-	u64 sk = (u64)args->skaddr, now;
-	const void *skb = args->skbaddr;
+	u64 sk = ctx->args[0], now;
+	const void *skb = (const void *)ctx->args[1];
 	const u8 *th = (const u8 *)read_u64(skb + OFF_SK_BUFF_DATA);
 	struct tcploss_event ev = {};
 	struct sock_addrs a = {};
 	u8 hdr[16];
 
 	if (!th || bpf_probe_read_kernel(hdr, sizeof(hdr), th))
-		return 0;
+		return;
 	/* an ACK without SYN or RST (a RST carries window 0 and means something else) */
 	if ((hdr[13] & 0x16) != 0x10)
-		return 0;
+		return;
 	if (hdr[14] | hdr[15]) {
 		u32 zero = 0;
 		u64 *open = zero_windows_open.lookup(&zero);
 		/* the common case: an open window and no episode anywhere */
 		if ((open && !*open) || !zero_windows.lookup(&sk))
-			return 0;
-		addrs_from_sockaddr(&a, (const u8 *)args->saddr, (const u8 *)args->daddr);
-		zero_window_ended(args, sk, &a, &ev);
-		return 0;
+			return;
+		addrs_from_sock(&a, sk);
+		zero_window_ended(ctx, sk, &a, &ev);
+		return;
 	}
 	if (zero_windows.lookup(&sk))
-		return 0;
-	addrs_from_sockaddr(&a, (const u8 *)args->saddr, (const u8 *)args->daddr);
+		return;
+	addrs_from_sock(&a, sk);
 	if (!event_init(&ev, TCPLOSS_ZERO_WINDOW, sk, &a))
-		return 0;
+		return;
 	now = ev.task.ts_ns;
 	if (zero_windows.insert(&sk, &now)) {
 		if (!zero_windows.lookup(&sk)) /* else another CPU started it first */
 			counter_add(TCPLOSS_CNT_MAP_FULL, 1);
-		return 0;
+		return;
 	}
 	{
 		u32 zero = 0;
@@ -406,20 +514,33 @@ TRACEPOINT_PROBE(tcp, tcp_probe)
 	read_ctx(&ev, sk);
 	ev.snd_wnd = 0; /* what this ACK advertises; tcp_sock still has the old window */
 	conn_count(&ev);
-	emit_event(args, &ev, sizeof(ev));
+	emit_event(ctx, &ev, sizeof(ev));
+}
+
+RAW_TRACEPOINT_PROBE(tcp_probe)
+{
+	probe_hit(ctx);
+	hit_seen(HOOK_PROBE, ctx->args[0]);
 	return 0;
 }
 
-/* A socket's last moment: close an open zero-window episode, forget the socket. */
-TRACEPOINT_PROBE(tcp, tcp_destroy_sock)
+int raw_tracepoint__tcp_probe__backup(struct bpf_raw_tracepoint_args *ctx)
 {
-	u64 sk = (u64)args->skaddr;
+	if (!hit_was_seen(HOOK_PROBE, ctx->args[0]))
+		probe_hit(ctx);
+	return 0;
+}
+
+/* tcp_destroy_sock(struct sock *sk), its last moment: close an open zero-window episode, forget it. */
+RAW_TRACEPOINT_PROBE(tcp_destroy_sock)
+{
+	u64 sk = ctx->args[0];
 	struct tcploss_event ev = {};
 	struct sock_addrs a = {};
 
 	if (zero_windows.lookup(&sk)) {
-		ADDRS_FROM_ARGS(a, args);
-		zero_window_ended(args, sk, &a, &ev);
+		addrs_from_sock(&a, sk);
+		zero_window_ended(ctx, sk, &a, &ev);
 	}
 	owners.delete(&sk);
 	ca_states.delete(&sk);

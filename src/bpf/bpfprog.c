@@ -511,12 +511,17 @@ uint64_t bpfprog_lost(struct bpfprog *p)
 
 uint64_t bpfprog_missed(struct bpfprog *p)
 {
-	unsigned long long total = 0, v;
+	unsigned long long total = 0, v, recovered;
 	char path[64], line[128];
+	size_t len;
 
 	for (int i = 0; p && i < p->nprogs; i++) {
 		FILE *f;
 
+		/* a backup's skipped runs are hits its primary saw */
+		len = strlen(p->progs[i].name);
+		if (len > 8 && !strcmp(p->progs[i].name + len - 8, "__backup"))
+			continue;
 		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", p->progs[i].fd);
 		if (!(f = fopen(path, "re")))
 			continue;
@@ -525,7 +530,8 @@ uint64_t bpfprog_missed(struct bpfprog *p)
 				total += v;
 		fclose(f);
 	}
-	return total;
+	recovered = p && bpf_table_fd(p->mod, "backup_recovered") >= 0 ? bpfprog_table_sum_u64(p, "backup_recovered", 0) : 0;
+	return total > recovered ? total - recovered : 0;
 }
 
 void bpfprog_detach_later(struct bpfprog *p)

@@ -123,7 +123,10 @@ uint64_t bpfprog_lost(struct bpfprog *p);
  * recursion_misses of each program's fdinfo, kernel 6.7 and later; 0 before): a
  * tracepoint or uprobe that fires while any BPF tracing program runs on the same CPU,
  * e.g. a softirq interrupting a program in a system call, is skipped. What those hits
- * would have reported is lost without a record.
+ * would have reported is lost without a record. A raw tracepoint program is skipped
+ * only while it runs itself; a hook whose program NAME has a backup NAME__backup,
+ * which takes over the hits NAME was skipped for and counts them in the per-CPU u64
+ * table "backup_recovered", loses only what neither saw (tcploss.bpf.c, hit_seen).
  */
 uint64_t bpfprog_missed(struct bpfprog *p);
 

@@ -200,6 +200,12 @@ static int prepare(struct tracker *t)
 	static const struct kbtf_offset offsets[] = {
 		{ "OFF_SKC_STATE", "sock_common", "skc_state" },
 		{ "OFF_SKC_FAMILY", "sock_common", "skc_family" },
+		{ "OFF_SKC_NUM", "sock_common", "skc_num" },
+		{ "OFF_SKC_DPORT", "sock_common", "skc_dport" },
+		{ "OFF_SKC_RCV_SADDR", "sock_common", "skc_rcv_saddr" },
+		{ "OFF_SKC_DADDR", "sock_common", "skc_daddr" },
+		{ "OFF_SKC_V6_RCV_SADDR", "sock_common", "skc_v6_rcv_saddr" },
+		{ "OFF_SKC_V6_DADDR", "sock_common", "skc_v6_daddr" },
 		{ "OFF_SK_PROTOCOL", "sock", "sk_protocol" },
 		{ "OFF_SK_TYPE", "sock", "sk_type" },
 		{ "OFF_TCP_SOCK_SRTT_US", "tcp_sock", "srtt_us" },
@@ -448,14 +454,29 @@ static void print_connections(struct tcploss *l)
 
 static int attach_all(struct bpfprog *p)
 {
-	static const char *const tps[][2] = {
-		{ "tcp", "tcp_retransmit_skb" }, { "tcp", "tcp_cong_state_set" },
-		{ "tcp", "tcp_send_reset" },     { "tcp", "tcp_receive_reset" },
-		{ "tcp", "tcp_probe" },          { "tcp", "tcp_destroy_sock" },
-		{ "sock", "inet_sock_set_state" }, { "syscalls", "sys_exit_accept4" },
-		{ "syscalls", "sys_exit_accept" }, { "syscalls", "sys_enter_sendto" },
-		{ "syscalls", "sys_enter_sendmsg" },
+	/* the softirq path: raw tracepoints, which no other BPF program makes the kernel skip */
+	static const char *const raw[] = {
+		"tcp_retransmit_skb", "tcp_cong_state_set", "tcp_receive_reset", "tcp_probe", "tcp_destroy_sock",
 	};
+	static const char *const tps[][2] = {
+		{ "tcp", "tcp_send_reset" },       { "sock", "inet_sock_set_state" },
+		{ "syscalls", "sys_exit_accept4" }, { "syscalls", "sys_exit_accept" },
+		{ "syscalls", "sys_enter_sendto" }, { "syscalls", "sys_enter_sendmsg" },
+	};
+	/* each primary's backup after it (tcploss.bpf.c, hit_seen) */
+	static const char *const backed_up[] = { "tcp_retransmit_skb", "tcp_probe" };
+	char fn[64];
+
+	for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
+		snprintf(fn, sizeof(fn), "raw_tracepoint__%s", raw[i]);
+		if (bpfprog_attach_raw_tracepoint(p, fn, raw[i]))
+			return -1;
+		for (size_t k = 0; k < sizeof(backed_up) / sizeof(backed_up[0]); k++) {
+			snprintf(fn, sizeof(fn), "raw_tracepoint__%s__backup", raw[i]);
+			if (!strcmp(raw[i], backed_up[k]) && bpfprog_attach_raw_tracepoint(p, fn, raw[i]))
+				return -1;
+		}
+	}
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++)
 		if (bpfprog_attach_tracepoint(p, tps[i][0], tps[i][1]))
 			return -1;

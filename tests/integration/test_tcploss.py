@@ -413,7 +413,7 @@ def test_bad_input_is_a_usage_error(args, msg):
 
 def test_ebpf_prints_the_program_with_its_offsets():
     r = run([tool_path("tcploss"), "--ebpf", "--port", "443", "--filter-ip", "::1"])
-    assert "TRACEPOINT_PROBE(tcp, tcp_retransmit_skb)" in r.stdout
+    assert "RAW_TRACEPOINT_PROBE(tcp_retransmit_skb)" in r.stdout
     assert "// cflag: -DPORT=443" in r.stdout and "// cflag: -DFILTER_IP_FAMILY=10" in r.stdout
     assert "-DOFF_TCP_SKB_CB_GSO_SEGS=" in r.stdout and "-DOFF_TCP_SOCK_SND_CWND=" in r.stdout
 
@@ -422,7 +422,7 @@ def test_ebpf_prints_the_program_with_its_offsets():
 def test_signal_ends_with_summary_and_nothing_attached(run_tool, sig):
     tool = run_tool("tcploss")
     progs = bpf_progs_of(tool.proc.pid)
-    assert len(progs) == 11  # one program per tracepoint
+    assert len(progs) == 13  # one per tracepoint, and the backups of tcp_retransmit_skb and tcp_probe
     tool.stop(sig)
     assert tool.returncode == 0
     assert "summary" in tool.stderr and tool.events("tcploss_summary")
