@@ -99,14 +99,63 @@ int cpus_online(int *cpus, int max)
  * compiles. Raw tracepoints, perf events and uprobes need no tracefs, so a tool
  * without tracepoints (pystack, pygc) runs where tracefs is closed to it.
  */
-static bool uses_tracepoints(const char *text)
+/* Whether cf has -DNAME or -DNAME=... (name: len bytes). */
+static bool cflags_defines(const struct cflags *cf, const char *name, size_t len)
+{
+	for (int i = 0; cf && i < cf->n; i++)
+		if (!strncmp(cf->v[i], "-D", 2) && !strncmp(cf->v[i] + 2, name, len) &&
+		    (cf->v[i][2 + len] == '\0' || cf->v[i][2 + len] == '='))
+			return true;
+	return false;
+}
+
+/*
+ * Whether the text compiled with cf has a tracepoint program: a line with a mark that
+ * is not inside an #ifdef NAME (#ifndef NAME) whose NAME cf leaves undefined (defines).
+ * Other #if lines are taken as true: at worst tracefs is asked for and not used.
+ */
+static bool uses_tracepoints(const char *text, const struct cflags *cf)
 {
 	static const char *const marks[][2] = { { "TRACEPOINT_PROBE(", "RAW_" }, { "tracepoint__", "raw_" } };
+	bool off[32] = { false }, from_ifdef[32] = { false };
+	int depth = 0, skipped = 0;
 
-	for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++)
-		for (const char *s = text; (s = strstr(s, marks[i][0])); s++)
-			if (s - text < 4 || strncmp(s - 4, marks[i][1], 4))
-				return true;
+	for (const char *l = text; *l;) {
+		const char *end = strchr(l, '\n'), *s = l;
+		size_t len = end ? (size_t)(end - l) : strlen(l);
+
+		while (s < l + len && (*s == ' ' || *s == '\t'))
+			s++;
+		if (*s == '#') {
+			bool ifdef = !strncmp(s, "#ifdef ", 7), ifndef = !strncmp(s, "#ifndef ", 8);
+
+			if ((ifdef || ifndef || !strncmp(s, "#if", 3)) && depth < 32) {
+				const char *name = s + (ifdef ? 7 : 8);
+				size_t n = strcspn(name, " \t\n/");
+
+				off[depth] = (ifdef || ifndef) && (cflags_defines(cf, name, n) == ifndef);
+				from_ifdef[depth] = ifdef || ifndef;
+				skipped += off[depth++];
+			} else if (!strncmp(s, "#else", 5) && depth > 0 && from_ifdef[depth - 1]) {
+				skipped += off[depth - 1] ? -1 : 1;
+				off[depth - 1] = !off[depth - 1];
+			} else if (!strncmp(s, "#endif", 6) && depth > 0) {
+				skipped -= off[--depth];
+			}
+		} else if (!skipped) {
+			for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+				const char *m = l;
+				size_t ml = strlen(marks[i][0]);
+
+				while ((m = memmem(m, len - (size_t)(m - l), marks[i][0], ml))) {
+					if (m - l < 4 || strncmp(m - 4, marks[i][1], 4))
+						return true;
+					m++;
+				}
+			}
+		}
+		l += len + (end != NULL);
+	}
 	return false;
 }
 
@@ -118,7 +167,7 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 	char *users_source;
 	int saved_stdout;
 
-	if (uses_tracepoints(text) && tracefs_ensure())
+	if (uses_tracepoints(text, cf) && tracefs_ensure())
 		return NULL;
 	if (kheaders_find(kernel_headers, &kh)) {
 		log_error("cannot write built-in kernel headers: %s", strerror(errno));
