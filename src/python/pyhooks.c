@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "log.h"
 #include "procinfo.h"
 #include "pytargets.h"
@@ -290,6 +291,11 @@ int pyhooks_plan_pids(struct pyhook_plan *plan, const pid_t *pids, int npids,
 		bool kept;
 		int r;
 
+		/* a capability missing is the deployment's mistake, said as such (caps_error) */
+		if (!py && err.code == PYPROC_ECAPS) {
+			caps_error("%s", err.msg);
+			continue;
+		}
 		if (!py) {
 			skip_pid(pids[i], NULL, false, "%s", err.msg);
 			continue;
