@@ -204,7 +204,7 @@ def test_every_collection_once_per_build(run_tool, pythons, name, hook):
     assert all(e["comm"].startswith("python") or e["comm"] == "ld-linux-x86-64" for e in evs)
     # outside a PID namespace the container ids are the host ids
     assert all(e["container_pid"] == e["pid"] and e["container_tid"] == e["tid"] for e in evs)
-    assert_fields_documented("pygc", tool.events("gc_pause"), optional=("env", "stack"))
+    assert_fields_documented("pygc", tool.events("gc_pause"), optional=("env", "stack", "task", "task_coro"))
     # the per-generation summary counts what was printed
     sums = {s["generation"]: s for s in tool.events("gc_summary")}
     for g in range(3):
@@ -373,7 +373,7 @@ def test_stack_names_the_code_that_collected(run_tool, pythons, name):
         assert e["stack"][-1] == "collect_here (%s:%s)" % (path, line), e["stack"]
         assert e["stack"][-2].startswith("caller (%s:" % path), e["stack"]
         assert not e["stack"][0].startswith("[")  # complete: the thread's first frame
-    assert_fields_documented("pygc", tool.events("gc_pause"), optional=("env", "stack"))
+    assert_fields_documented("pygc", tool.events("gc_pause"), optional=("env", "stack", "task", "task_coro"))
 
 
 def test_system_wide_includes_processes_started_later(run_tool, pythons):
