@@ -651,6 +651,8 @@ static int tick(struct tracker *t, uint64_t now_ns)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
+	/* a poll has ended: the next record begins a new read, however soon (PYTASKS_POLL_MS) */
+	o->last_event_ns = 0;
 	t->done = pytargets_refresh(&o->targets, now_ns);
 	if (!t->done && o->interval_s && (double)(now_ns - o->last_report_ns) >= o->interval_s * 1e9) {
 		o->last_report_ns = now_ns;
