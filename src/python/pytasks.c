@@ -798,15 +798,6 @@ static uint64_t current_task(const struct pyproc *p, const struct pytasks *t, ui
 	return 0;
 }
 
-/*
- * k (of an older read) still runs gen: the task object is still a task whose
- * coroutine is gen (it holds a reference, so gen cannot have been freed and reused).
- */
-static bool still_runs(const struct pyproc *p, const struct pytasks *t, const struct pytask *k, uint64_t gen)
-{
-	return pyproc_u64_or0(p, k->addr + t->l.task_coro) == gen && is_a(p, k->addr, t->task_type);
-}
-
 int pytasks_of_frame(struct pyproc *p, uint64_t gen_frame, char *task, size_t tlen, char *coro, size_t clen)
 {
 	struct pytasks *t = p ? state_of(p) : NULL;
@@ -822,10 +813,11 @@ int pytasks_of_frame(struct pyproc *p, uint64_t gen_frame, char *task, size_t tl
 		pyproc_read_str(p, pyproc_u64_or0(p, gen + t->l.gen_qualname), coro, clen);
 		return 0;
 	}
-	/* no longer running (the event was read late): a task that still awaits in gen */
+	/*
+	 * No longer running (the event was read late): the task the last read found with
+	 * gen, which may have ended since; the sample was taken while it ran.
+	 */
 	k = pytasks_find(&t->light, gen);
-	if (k && !still_runs(p, t, k, gen))
-		k = NULL;
 	now = time_mono_ns();
 	if (!k && now - t->light_ns >= REREAD_NS) {
 		t->light_ns = now;
