@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,10 +331,64 @@ static bool notes_sane(Elf_Scn *scn)
 	return true;
 }
 
+/*
+ * libbcc formats a build-id note's bytes as hex into a 128-byte stack buffer, however
+ * long the note is (a stack overflow on tests/fuzz/corpus/elf/bcc-build-id-long): a
+ * real build id is 20 or 32 bytes after the note's 16-byte header and "GNU".
+ */
+static bool build_id_sane(Elf_Scn *scn)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+
+	return data && data->d_size <= 16 + 63;
+}
+
+/* one place libbcc looks for a debug file: absent, or a regular file it can mmap */
+static bool debug_candidate_sane(const char *dir, const char *sub, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s%s/%s", dir, sub, name) >= sizeof(path))
+		return false;
+	return stat(path, &st) ? errno == ENOENT || errno == ENOTDIR : S_ISREG(st.st_mode);
+}
+
+/*
+ * libbcc reads a .gnu_debuglink's name as a C string without a bound, and opens and
+ * checksums whatever file it names: a FIFO there hangs it in open(2), and a harness's
+ * file /proc/self/fd/N makes a name like "0" its stdin (tests/fuzz/corpus/elf/
+ * bcc-debuglink-stdin). Only a plain
+ * file name is taken, and each of libbcc's three places for it (beside binary, in
+ * .debug/ there, under /usr/lib/debug) must hold a regular file or nothing.
+ */
+static bool debuglink_sane(Elf_Scn *scn, const char *binary)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	char dir[PATH_MAX], global[PATH_MAX + 16];
+	const char *name, *slash;
+
+	if (!data || data->d_size <= 5)
+		return true; /* libbcc ignores it */
+	name = data->d_buf;
+	if (!memchr(name, 0, data->d_size) || !*name || strchr(name, '/') ||
+	    !strcmp(name, ".") || !strcmp(name, ".."))
+		return false;
+	slash = strrchr(binary, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if ((size_t)snprintf(dir, sizeof(dir), "%.*s", (int)(slash - binary), binary) >= sizeof(dir))
+		return false;
+	snprintf(global, sizeof(global), "/usr/lib/debug%s", dir);
+	return debug_candidate_sane(dir, "", name) && debug_candidate_sane(dir, "/.debug", name) &&
+	       debug_candidate_sane(global, "", name);
+}
+
 bool symbols_elf_sane(const char *binary)
 {
 	Elf_Scn *scn = NULL;
 	bool sane = false;
+	size_t stridx;
 	Elf *elf;
 	int fd;
 
@@ -345,11 +400,23 @@ bool symbols_elf_sane(const char *binary)
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (elf && elf_kind(elf) == ELF_K_ELF) {
 		sane = true;
+		if (elf_getshdrstrndx(elf, &stridx))
+			stridx = 0; /* libbcc then finds no section by name */
 		while (sane && (scn = elf_nextscn(elf, scn))) {
+			const char *name;
 			GElf_Shdr sh;
-			if (!gelf_getshdr(scn, &sh))
+			if (!gelf_getshdr(scn, &sh)) {
 				sane = false;
-			else if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
+				continue;
+			}
+			name = stridx ? elf_strptr(elf, stridx, sh.sh_name) : NULL;
+			if (name && !strcmp(name, ".note.gnu.build-id"))
+				sane = build_id_sane(scn);
+			else if (name && !strcmp(name, ".gnu_debuglink"))
+				sane = debuglink_sane(scn, binary);
+			if (!sane)
+				break;
+			if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
 				sane = sh.sh_entsize == gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
 			else if (sh.sh_type == SHT_NOTE)
 				sane = notes_sane(scn);

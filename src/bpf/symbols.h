@@ -87,9 +87,10 @@ int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, ui
 
 /*
  * Whether libbcc may read binary's symbols and notes: it divides by a symbol table's
- * entry size and trusts the notes' sizes without checking them (SIGFPE, a stack
- * overflow on a hostile or broken file: tests/fuzz/corpus/elf/bcc-*). symbols_file_offset
- * and usdt.c ask before they hand it a file.
+ * entry size, trusts the notes' and the build id's sizes without checking them, and
+ * opens whatever the .gnu_debuglink names (SIGFPE, stack overflows, a hang on a
+ * hostile or broken file: tests/fuzz/corpus/elf/bcc-*). symbols_file_offset and
+ * usdt.c ask before they hand it a file.
  */
 bool symbols_elf_sane(const char *binary);
 
