@@ -10,9 +10,10 @@ SAN ?=
 BUILD ?= $(if $(SAN),build-san,build)
 # BPFCHECK= skips the build's check of the BPF text (it needs clang, BTF and root)
 BPFCHECK ?= 1
-# make fuzz: seconds each harness of tests/fuzz/ runs (check runs each for FUZZ_CHECK_SECONDS)
+# make fuzz: seconds each harness of tests/fuzz/ runs; check runs each for FUZZ_CHECK_RUNS
+# inputs from a fixed seed instead, so that its outcome is the same on every run
 FUZZ_SECONDS ?= 60
-FUZZ_CHECK_SECONDS ?= 25
+FUZZ_CHECK_RUNS ?= 100000
 
 # The tools are the mains in tools/; adding a tool adds tools/<tool>.c and
 # bpf_text/<tool>.bpf.c (and its man page), nothing here.
@@ -66,7 +67,7 @@ PYTEST ?= /usr/bin/python3 -m pytest
 Q := $(if $(V),,@)
 say = $(if $(V),,@printf '  %-7s %s\n' $(1) $(2);)
 
-.PHONY: all check unit integration fuzz fuzz-build demo install deps bench clean
+.PHONY: all check unit integration fuzz fuzz-check fuzz-build demo install deps bench clean
 # Objects and generated sources stay: make deleted them as intermediates after a first
 # build, and the next one, which sees them in the .d files, made everything again.
 .SECONDARY:
@@ -146,7 +147,7 @@ $(BUILD)/tests/%: tests/integration/%.c $(BUILD)/libpyebpf.a
 check: deps
 	$(Q)$(MAKE) --no-print-directory all unit
 	$(Q)$(if $(SAN),,$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)-san unit)
-	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_CHECK_SECONDS)
+	$(Q)$(MAKE) --no-print-directory fuzz-check
 	$(Q)$(MAKE) --no-print-directory integration
 
 unit: $(UNIT_TESTS:%=$(BUILD)/unit/%)
@@ -188,17 +189,26 @@ bench: all $(TEST_PROGS:%=$(BUILD)/tests/%)
 # build-fuzz/crashes/). A crash fails the target; its input belongs in the seed corpus
 # once fixed. FUZZERS=a,b runs some only. Paths are absolute: fuzz_opts works in a
 # directory of its own.
+# fuzz-check (part of check) replays the seed corpus and then runs FUZZ_CHECK_RUNS
+# inputs from seed 1 into an emptied corpus: a random search would let a check pass or
+# fail by luck; finding new bugs is make fuzz's job.
 FUZZ_ALL := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZERS ?= $(FUZZ_ALL)
 FUZZ_BUILD := build-fuzz
-fuzz:
+FUZZ_FLAGS := -timeout=20 -rss_limit_mb=2048 -close_fd_mask=3 -print_final_stats=1
+fuzz: FUZZ_RUN = -max_total_time=$(FUZZ_SECONDS)
+fuzz: FUZZ_NEW := corpus
+fuzz-check: FUZZ_RUN = -seed=1 -runs=$(FUZZ_CHECK_RUNS)
+fuzz-check: FUZZ_NEW := check-corpus
+fuzz fuzz-check:
 	$(Q)$(MAKE) --no-print-directory FUZZ=1 SAN=1 CC=clang BUILD=$(FUZZ_BUILD) BPFCHECK= fuzz-build
 	$(Q)set -e; for f in $(subst $(comma), ,$(FUZZERS)); do \
-		mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/crashes; \
-		echo "== fuzz $$f ($(FUZZ_SECONDS) s)"; \
-		$(FUZZ_BUILD)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 \
-			-close_fd_mask=3 -print_final_stats=1 -artifact_prefix=$(abspath $(FUZZ_BUILD))/crashes/$$f- \
-			$(abspath $(FUZZ_BUILD))/corpus/$$f $(abspath tests/fuzz/corpus)/$$f 2>$(FUZZ_BUILD)/fuzz-$$f.log || \
+		new=$(abspath $(FUZZ_BUILD))/$(FUZZ_NEW)/$$f; \
+		$(if $(filter fuzz-check,$@),rm -rf $$new;) mkdir -p $$new $(FUZZ_BUILD)/crashes; \
+		echo "== $@ $$f ($(FUZZ_RUN))"; \
+		$(FUZZ_BUILD)/fuzz/fuzz_$$f $(FUZZ_FLAGS) $(FUZZ_RUN) \
+			-artifact_prefix=$(abspath $(FUZZ_BUILD))/crashes/$$f- \
+			$$new $(abspath tests/fuzz/corpus)/$$f 2>$(FUZZ_BUILD)/fuzz-$$f.log || \
 			{ tail -60 $(FUZZ_BUILD)/fuzz-$$f.log; exit 1; }; \
 		grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_BUILD)/fuzz-$$f.log | tr '\n' ' '; echo; \
 	done
