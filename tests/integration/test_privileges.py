@@ -128,8 +128,8 @@ def python_state(tool, recs):
     raise AssertionError(tool)
 
 
-def args_of(tool, pid):
-    return ["-j", "-p", str(pid), "-d", str(DURATION)]
+def args_of(tool, pid, duration=DURATION):
+    return ["-j", "-p", str(pid), "-d", str(duration)]
 
 
 def needed(tool):
@@ -138,15 +138,28 @@ def needed(tool):
     return caps
 
 
+def run_pair(place, tool, target, caps, user_state):
+    """The tool as root and as nobody with caps, for DURATION, and once more for 3 x
+    DURATION when a run that should show Python state did not: on a loaded host a short
+    run can catch too few events; a missing capability fails both tries."""
+    for duration in (DURATION, 3 * DURATION):
+        root = run_tool(place, tool, args_of(tool, target, duration))
+        user = run_tool(place, tool, args_of(tool, target, duration), caps)
+        if root.returncode or user.returncode or python_state(tool, records(root.stdout)) and \
+                (not user_state or python_state(tool, records(user.stdout))):
+            break
+        print("%s: no Python state in a %d s run, once more" % (tool, duration))
+    return root, user
+
+
 @pytest.mark.parametrize("tool", BPF_TOOLS)
 def test_documented_capabilities_are_enough_and_agree_with_root(tool, place, target):
     caps = needed(tool)
-    root = run_tool(place, tool, args_of(tool, target))
+    root, user = run_pair(place, tool, target, caps, tool not in NAMES_ONLY or "CAP_SYS_PTRACE" in caps)
     assert root.returncode == 0, root.stderr[-2000:]
-    user = run_tool(place, tool, args_of(tool, target), caps)
     assert user.returncode == 0, (caps, user.stderr[-2000:])
     root_recs, user_recs = records(root.stdout), records(user.stdout)
-    assert python_state(tool, root_recs), (tool, root.stdout[-2000:])
+    assert python_state(tool, root_recs), (tool, by_metric(root_recs), root.stdout[-2000:])
     assert_same_kind_of_rows(tool, root_recs, user_recs)
     if tool in NAMES_ONLY and "CAP_SYS_PTRACE" not in caps:
         # the rows are the same, the names the kernel's: said once, naming the capability
@@ -156,7 +169,8 @@ def test_documented_capabilities_are_enough_and_agree_with_root(tool, place, tar
             in user.stderr, user.stderr
         assert not python_state(tool, user_recs)
     else:
-        assert python_state(tool, user_recs), (tool, caps, user.stdout[-2000:], user.stderr[-2000:])
+        assert python_state(tool, user_recs), (tool, caps, by_metric(user_recs), user.stdout[-2000:],
+                                               user.stderr[-2000:])
 
 
 def error_lines(stderr, tool):
