@@ -19,6 +19,7 @@
 
 #include "caps.h"
 #include "kheaders.h"
+#include "ksyms.h"
 #include "log.h"
 #include "tracefs.h"
 
@@ -188,8 +189,10 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 	fflush(stdout);
 	saved_stdout = dup(STDOUT_FILENO);
 	dup2(STDERR_FILENO, STDOUT_FILENO);
+	ksyms_compile_begin();
 	p->mod = bpf_module_create_c_from_string(text, 0, (const char **)(cf ? cf->v : NULL),
 						 cf ? cf->n : 0, true, NULL);
+	ksyms_compile_end();
 	fflush(stdout);
 	if (saved_stdout >= 0) {
 		dup2(saved_stdout, STDOUT_FILENO);
