@@ -105,9 +105,11 @@ class Workload:
 
 
 def inside(events, recs):
-    """The events of the collections the callbacks saw (the heap set-up before is not)."""
+    """The events of the collections the callbacks saw (the heap set-up before is not),
+    in time order: per-CPU buffers give a thread that moved between CPUs within one poll
+    its records CPU by CPU (pyebpf(7), Perf buffers)."""
     lo, hi = recs[0]["start"], recs[-1]["stop"]
-    return [e for e in events if e["start_ns"] >= lo and e["end_ns"] <= hi]
+    return sorted((e for e in events if e["start_ns"] >= lo and e["end_ns"] <= hi), key=lambda e: e["start_ns"])
 
 
 def check_against_callbacks(events, recs, stats):
