@@ -273,6 +273,12 @@ def test_fastapi_blocking_and_cpu_endpoints(pythons, targets, run_tool):
             raise AssertionError("%s: %s" % (name, e)) from e
 
 
+# on-CPU time of a stall below which no sample is promised: its first tenth of the
+# 100 ms --min-ms is never sampled, then 6 periods of the default 199 Hz; a loaded host
+# (11 interpreters stalling at once on 2 CPUs) can leave a CPU stall this little CPU
+UNSAMPLED_MS = 10 + 6 * 1000 / 199
+
+
 def same_stalls_as_the_target_says(t, p, window):
     truth = [x for x in truth_lines(p) if "kind" in x]
     stalls = stalls_of(t, p.pid)
@@ -283,6 +289,8 @@ def same_stalls_as_the_target_says(t, p, window):
         s = near[0]
         assert truth[i]["seconds"] * 1000 - 0.5 <= s["duration_ms"] <= truth[i]["seconds"] * 1000 + 5, (truth[i], s)
         func = "blocking_call" if truth[i]["kind"] == "sleep" else "cpu_work"
+        if func == "cpu_work" and s["on_cpu_ms"] < UNSAMPLED_MS:
+            continue  # pyloop(8): a stall of a few sampling periods on the CPU may have no sample
         assert func in [f for f, _, _ in parse_stack(s["py_stack"])], s
     inside = [s for s in stalls if window[0] + 0.3 < iso_epoch(s["time"]) < window[1] - 0.5]
     assert len(inside) <= len(m) + 1, (inside, truth)
@@ -348,13 +356,16 @@ def test_iterations_equal_an_independent_count_of_epoll_wait(targets, run_tool):
 
 
 def test_a_target_without_a_loop_is_said_once_and_watched(targets, run_tool):
-    """No thread polls for 4 s: said once on stderr; the loop that starts then is traced."""
+    """No thread polls for 3.5 s after pyloop is ready: said once on stderr; the loop
+    that starts then (at SIGUSR2) is traced."""
     if not os.path.exists(DEBIAN):
         pytest.skip("Debian's python3.11 is not installed")
-    env = dict(os.environ, PYLOOP_TARGET_DELAY="4")
+    env = dict(os.environ, PYLOOP_TARGET_DELAY="120")
     p = targets.start([DEBIAN, STALLS, "asyncio", "sleep:150", "300"], env=env)
     t = run_tool("pyloop", "-p", str(p.pid))
-    time.sleep(7)
+    time.sleep(3.5)
+    p.send_signal(signal.SIGUSR2)
+    time.sleep(3.5)
     t.stop()
     assert t.returncode == 0, t.stderr
     said = "pid %d: no event loop thread yet" % p.pid

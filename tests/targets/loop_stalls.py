@@ -16,7 +16,8 @@ Prints "ready" once the loop runs; then, per stall, one JSON line with the kind,
 wanted ms, time.time() when the blocking call began and its length in seconds
 (time.monotonic(): the ground truth for the loops without a debug mode), and per
 burst {"burst": N, "selects": the loop's selector.select() calls during it}. asyncio's debug messages go to stderr with time.time() first.
-PYLOOP_TARGET_DELAY=SECONDS: no loop at all (no poller) for that long after "ready".
+PYLOOP_TARGET_DELAY=SECONDS: no loop at all (no poller) for that long after "ready", or
+until a SIGUSR2.
 """
 import json
 import os
@@ -24,6 +25,7 @@ import selectors
 import signal
 import socket
 import sys
+import threading
 import time
 
 
@@ -147,8 +149,10 @@ def main():
     gap = (int(sys.argv[3]) if len(sys.argv) > 3 else 400) / 1000.0
     delay = float(os.environ.get("PYLOOP_TARGET_DELAY", "0"))
     if delay:
+        go = threading.Event()
+        signal.signal(signal.SIGUSR2, lambda *_: go.set())
         print("ready", flush=True)
-        time.sleep(delay)
+        go.wait(delay)
     if loop == "selectors":
         run_selectors(steps, gap)
     else:
