@@ -378,8 +378,7 @@ static bool debug_files_ok(struct bccguard *g, const struct facts *f, const char
 	for (int i = 0; f->link[0] && i < npaths; i++) {
 		const char *bindir;
 
-		strncpy(tmppath, bcc_paths[i], PATH_MAX);
-		tmppath[PATH_MAX - 1] = 0;
+		snprintf(tmppath, sizeof(tmppath), "%s", bcc_paths[i]); /* libbcc's strncpy, cut the same */
 		bindir = dirname(tmppath);
 		/* beside /proc/self/fd/N there are numbers only, and the name is none */
 		snprintf(fullpath, sizeof(fullpath), "%s/%s", bindir, f->link);
