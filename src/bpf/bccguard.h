@@ -15,9 +15,11 @@
  * once however many processes map it; what lies beside it (debug-file candidates) is
  * looked at again each time (a stat).
  *
- * What no look beforehand can do: a file changed between the look and libbcc's read
- * (libbcc reads a module's symbol table at the first address in it, and its debug file
- * again for each name) is read as it is then.
+ * What no look beforehand can do: a file changed or replaced between the look and
+ * libbcc's read is read as it is then. libbcc 0.26 (Debian's build, seen with strace)
+ * opens a module by its /proc/PID/root path again to read its symbol table, at the
+ * first address in it, and again for each name (with its debug file); a target that
+ * swaps a FIFO in for a mapped library after the look can still hang it.
  */
 #ifndef PYEBPF_BCCGUARD_H
 #define PYEBPF_BCCGUARD_H
