@@ -187,8 +187,9 @@ bench: all $(TEST_PROGS:%=$(BUILD)/tests/%)
 # by clang with ASan/UBSan into build-fuzz/; each runs FUZZ_SECONDS from its seed
 # corpus tests/fuzz/corpus/NAME/ (new inputs go to build-fuzz/corpus/NAME/, a crash to
 # build-fuzz/crashes/). A crash fails the target; its input belongs in the seed corpus
-# once fixed. FUZZERS=a,b runs some only. Paths are absolute: fuzz_opts works in a
-# directory of its own.
+# once fixed. tests/fuzz/NAME.dict, when there, is its dictionary (-dict: words such
+# as section names, which random mutation rarely spells). FUZZERS=a,b runs some only.
+# Paths are absolute: fuzz_opts works in a directory of its own.
 # fuzz-check (part of check) replays the seed corpus and then runs FUZZ_CHECK_RUNS
 # inputs from seed 1 into an emptied corpus: a random search would let a check pass or
 # fail by luck; finding new bugs is make fuzz's job.
@@ -206,7 +207,8 @@ fuzz fuzz-check:
 		new=$(abspath $(FUZZ_BUILD))/$(FUZZ_NEW)/$$f; \
 		$(if $(filter fuzz-check,$@),rm -rf $$new;) mkdir -p $$new $(FUZZ_BUILD)/crashes; \
 		echo "== $@ $$f ($(FUZZ_RUN))"; \
-		$(FUZZ_BUILD)/fuzz/fuzz_$$f $(FUZZ_FLAGS) $(FUZZ_RUN) \
+		dict=$(abspath tests/fuzz)/$$f.dict; \
+		$(FUZZ_BUILD)/fuzz/fuzz_$$f $(FUZZ_FLAGS) $(FUZZ_RUN) $$(test -f $$dict && echo -dict=$$dict) \
 			-artifact_prefix=$(abspath $(FUZZ_BUILD))/crashes/$$f- \
 			$$new $(abspath tests/fuzz/corpus)/$$f 2>$(FUZZ_BUILD)/fuzz-$$f.log || \
 			{ tail -60 $(FUZZ_BUILD)/fuzz-$$f.log; exit 1; }; \

@@ -3,10 +3,6 @@
 
 #include <bcc/bcc_syms.h>
 #include <elf.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
-#include <unistd.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -17,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bccguard.h"
 #include "caps.h"
 #include "jsonfmt.h"
 #include "log.h"
@@ -25,12 +22,16 @@
 #define REFRESH_NS 1000000000ULL
 /* ... after misses that refreshes did not name, up to this */
 #define MISS_REFRESH_MAX_NS (64 * REFRESH_NS)
+/* the most time between two looks at /proc/PID/exe while resolving (see proc_check_exe) */
+#define EXE_CHECK_NS 10000000ULL
+/* files warned about, each once (more are refused all the same, silently) */
+#define WARNED_MAX 64
 
 struct proc_syms {
 	pid_t pid;           /* 0: a free slot */
-	void *cache;         /* libbcc's symcache of pid */
+	void *cache;         /* libbcc's symcache of pid; NULL: refused, or dropped (below) */
 	uint64_t used;       /* s->clock at its last resolve: the LRU order */
-	uint64_t loaded_ns;  /* when its maps were read */
+	uint64_t loaded_ns;  /* when its maps were read (and checked) */
 	uint64_t checked_ns; /* when /proc/PID/exe was last compared */
 	uint64_t miss_gap_ns; /* least time from a refresh to one for a miss */
 	dev_t exe_dev;       /* what /proc/PID/exe was then (0, 0: unreadable) */
@@ -38,11 +39,17 @@ struct proc_syms {
 };
 
 struct symbols {
-	struct bcc_symbol_option opt;
+	struct bcc_symbol_option opt, opt_no_debug;
+	struct bccguard *guard; /* what libbcc may read, and the files it has seen */
 	void *kernel;      /* libbcc's kernel symcache, made at the first kernel address */
 	bool kernel_empty; /* kallsyms gave no symbol: not root, or addresses hidden */
 	uint64_t clock;    /* one tick per resolve, for the LRU order */
 	unsigned n, max;   /* slots in use, slots */
+	unsigned nwarned;
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} warned[WARNED_MAX];
 	struct proc_syms procs[];
 };
 
@@ -53,18 +60,32 @@ struct symbols *symbols_open(unsigned max_procs)
 
 	if (!s)
 		return NULL;
+	s->guard = bccguard_new();
+	if (!s->guard) {
+		free(s);
+		return NULL;
+	}
 	s->max = max;
 	/* libbcc's defaults, spelled out: functions only, debug files checked */
 	s->opt.use_debug_file = 1;
 	s->opt.check_debug_file_crc = 1;
 	s->opt.lazy_symbolize = 1;
 	s->opt.use_symbol_type = (1 << STT_FUNC) | (1 << STT_GNU_IFUNC);
+	s->opt_no_debug = s->opt;
+	s->opt_no_debug.use_debug_file = 0;
 	return s;
+}
+
+static void proc_drop(struct proc_syms *p)
+{
+	if (p->cache)
+		bcc_free_symcache(p->cache, p->pid);
+	p->cache = NULL;
 }
 
 static void proc_free(struct symbols *s, struct proc_syms *p)
 {
-	bcc_free_symcache(p->cache, p->pid);
+	proc_drop(p);
 	memset(p, 0, sizeof(*p));
 	s->n--;
 }
@@ -78,6 +99,7 @@ void symbols_close(struct symbols *s)
 			proc_free(s, &s->procs[i]);
 	if (s->kernel)
 		bcc_free_symcache(s->kernel, SYMBOLS_KERNEL_PID);
+	bccguard_free(s->guard);
 	free(s);
 }
 
@@ -108,7 +130,44 @@ static void exe_identity(pid_t pid, dev_t *dev, ino_t *ino)
 	*ino = st.st_ino;
 }
 
-/* pid's slot, made (evicting the least recently used one when full); NULL if no memory. */
+/* One warning per file libbcc is kept from. */
+static void warn_once(struct symbols *s, pid_t pid, const struct bccguard_finding *f)
+{
+	if (f->verdict == BCCGUARD_SAFE)
+		return;
+	for (unsigned i = 0; i < s->nwarned; i++)
+		if (s->warned[i].dev == f->dev && s->warned[i].ino == f->ino)
+			return;
+	if (s->nwarned == WARNED_MAX)
+		return;
+	s->warned[s->nwarned].dev = f->dev;
+	s->warned[s->nwarned++].ino = f->ino;
+	log_warn("native frames of pid %d %s: %s: %s, which libbcc 0.26 cannot read safely", (int)pid,
+		 f->verdict == BCCGUARD_UNSAFE ? "stay addresses" : "are named without debug files",
+		 f->path, f->why);
+}
+
+/*
+ * (Re)makes p's symcache, after a look at every file it would read (bccguard.h): none
+ * when one of them is unsafe, one without debug files when only those are. A new
+ * symcache rather than bcc_symcache_refresh: libbcc opens the modules through the
+ * /proc/PID/root it opened with the symcache, and the look is through today's.
+ */
+static void proc_load(struct symbols *s, struct proc_syms *p, uint64_t now)
+{
+	struct bccguard_finding f;
+	enum bccguard_verdict v;
+
+	proc_drop(p);
+	v = bccguard_process(s->guard, p->pid, &f);
+	warn_once(s, p->pid, &f);
+	if (v != BCCGUARD_UNSAFE)
+		p->cache = bcc_symcache_new(p->pid, v == BCCGUARD_SAFE ? &s->opt : &s->opt_no_debug);
+	p->loaded_ns = p->checked_ns = now;
+	exe_identity(p->pid, &p->exe_dev, &p->exe_ino);
+}
+
+/* pid's slot, made (evicting the least recently used one when full). */
 static struct proc_syms *proc_get(struct symbols *s, pid_t pid, uint64_t now)
 {
 	struct proc_syms *p = NULL, *lru = NULL;
@@ -127,42 +186,37 @@ static struct proc_syms *proc_get(struct symbols *s, pid_t pid, uint64_t now)
 		proc_free(s, lru);
 		p = lru;
 	}
-	p->cache = bcc_symcache_new(pid, &s->opt);
-	if (!p->cache)
-		return NULL;
 	p->pid = pid;
-	p->loaded_ns = p->checked_ns = now;
 	p->miss_gap_ns = REFRESH_NS;
-	exe_identity(pid, &p->exe_dev, &p->exe_ino);
 	s->n++;
+	proc_load(s, p, now);
 	return p;
 }
 
-static void proc_refresh(struct proc_syms *p, uint64_t now)
-{
-	bcc_symcache_refresh(p->cache);
-	p->loaded_ns = now;
-}
-
 /*
- * Another executable than at the last look (an exec, or the pid reused): read the
- * maps again. One look a second, and none within a second of a read.
+ * Another executable than at the last look (an exec, or the pid reused): read the maps
+ * again, or, within a second of the last read, drop the symcache until then. Looked at
+ * every EXE_CHECK_NS while resolving, not once a second: libbcc refreshes a symcache on
+ * its own, unchecked, when the executable and the root or mount namespace changed.
  */
-static void proc_check_exe(struct proc_syms *p, uint64_t now)
+static void proc_check_exe(struct symbols *s, struct proc_syms *p, uint64_t now)
 {
 	dev_t dev;
 	ino_t ino;
 
-	if (now - p->checked_ns < REFRESH_NS || now - p->loaded_ns < REFRESH_NS)
+	if (now - p->checked_ns < EXE_CHECK_NS)
 		return;
 	p->checked_ns = now;
 	exe_identity(p->pid, &dev, &ino);
 	if (!dev && !ino)
 		return; /* exited: what the symcache has is all there is */
-	if (dev != p->exe_dev || ino != p->exe_ino) {
-		p->exe_dev = dev;
-		p->exe_ino = ino;
-		proc_refresh(p, now);
+	if (dev == p->exe_dev && ino == p->exe_ino)
+		return;
+	if (now - p->loaded_ns >= REFRESH_NS) {
+		proc_load(s, p, now);
+	} else {
+		proc_drop(p);
+		p->miss_gap_ns = REFRESH_NS;
 	}
 }
 
@@ -182,6 +236,14 @@ static bool is_perf_map(const char *module)
 	return !strncmp(b, "perf-", 5) && len > 9 && !strcmp(b + len - 4, ".map");
 }
 
+/* a refresh for a miss that did not name it: wait longer for the next one */
+static void miss_backoff(struct proc_syms *p, bool named)
+{
+	p->miss_gap_ns = named ? REFRESH_NS
+			       : (p->miss_gap_ns * 2 < MISS_REFRESH_MAX_NS ? p->miss_gap_ns * 2
+									 : MISS_REFRESH_MAX_NS);
+}
+
 static int resolve_user(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size_t len)
 {
 	uint64_t now = time_mono_ns();
@@ -190,23 +252,30 @@ static int resolve_user(struct symbols *s, pid_t pid, uint64_t addr, char *buf, 
 	int named;
 
 	p = proc_get(s, pid, now);
-	if (!p)
-		goto raw;
 	p->used = ++s->clock;
-	proc_check_exe(p, now);
+	proc_check_exe(s, p, now);
+	if (!p->cache) {
+		/* refused (or dropped): look again when a refresh for a miss would */
+		if (now - p->loaded_ns < p->miss_gap_ns)
+			goto raw;
+		proc_load(s, p, now);
+		miss_backoff(p, p->cache != NULL);
+		if (!p->cache)
+			goto raw;
+	}
 	named = !bcc_symcache_resolve(p->cache, addr, &sym);
 	if (!named && (!sym.module || is_perf_map(sym.module)) &&
 	    now - p->loaded_ns >= p->miss_gap_ns) {
 		bcc_symbol_free_demangle_name(&sym);
-		proc_refresh(p, now);
-		named = !bcc_symcache_resolve(p->cache, addr, &sym);
+		proc_load(s, p, now);
 		/*
 		 * a frame-pointer walk through code built without them gives addresses
 		 * (heap, stack) that no refresh names: wait longer after each such one
 		 */
-		p->miss_gap_ns = named ? REFRESH_NS
-				       : (p->miss_gap_ns * 2 < MISS_REFRESH_MAX_NS ? p->miss_gap_ns * 2
-										 : MISS_REFRESH_MAX_NS);
+		named = p->cache && !bcc_symcache_resolve(p->cache, addr, &sym);
+		miss_backoff(p, named);
+		if (!p->cache)
+			goto raw;
 	}
 	if (named)
 		snprintf(buf, len, "%s+0x%" PRIx64 " (%s)",
@@ -292,140 +361,9 @@ void symbols_frame_name(struct symbols *s, pid_t pid, uint64_t addr, char *buf, 
 	snprintf(buf, len, "%s [%s]", raw, mod + 1);
 }
 
-/*
- * The USDT notes of a .note.stapsdt section as libbcc reads them: each note whole
- * inside the section, its descriptor three addresses and three NUL-terminated strings
- * (provider, name, arguments) of sane length. libbcc trusts the sizes (a stack
- * overflow on tests/fuzz/corpus/elf/bcc-note-*).
- */
-static bool notes_sane(Elf_Scn *scn)
-{
-	Elf_Data *data = elf_getdata(scn, NULL);
-	size_t off = 0, next, name_off, desc_off;
-	GElf_Nhdr nh;
-
-	if (!data)
-		return false;
-	while (off < data->d_size) {
-		const char *desc;
-		size_t at = 24;
-		next = gelf_getnote(data, off, &nh, &name_off, &desc_off);
-		if (!next || next <= off || next > data->d_size)
-			return false;
-		if (nh.n_type == 3 && nh.n_namesz == 8 &&
-		    !memcmp((const char *)data->d_buf + name_off, "stapsdt", 8)) {
-			if (nh.n_descsz < 24 + 3 || desc_off + nh.n_descsz > data->d_size)
-				return false;
-			desc = (const char *)data->d_buf + desc_off;
-			for (int i = 0; i < 3; i++) {
-				const char *end = memchr(desc + at, 0, nh.n_descsz - at);
-				if (!end || end - (desc + at) > 1024)
-					return false;
-				at = (size_t)(end - desc) + 1;
-				if (i < 2 && at >= nh.n_descsz)
-					return false;
-			}
-		}
-		off = next;
-	}
-	return true;
-}
-
-/*
- * libbcc formats a build-id note's bytes as hex into a 128-byte stack buffer, however
- * long the note is (a stack overflow on tests/fuzz/corpus/elf/bcc-build-id-long): a
- * real build id is 20 or 32 bytes after the note's 16-byte header and "GNU".
- */
-static bool build_id_sane(Elf_Scn *scn)
-{
-	Elf_Data *data = elf_getdata(scn, NULL);
-
-	return data && data->d_size <= 16 + 63;
-}
-
-/* one place libbcc looks for a debug file: absent, or a regular file it can mmap */
-static bool debug_candidate_sane(const char *dir, const char *sub, const char *name)
-{
-	char path[PATH_MAX];
-	struct stat st;
-
-	if ((size_t)snprintf(path, sizeof(path), "%s%s/%s", dir, sub, name) >= sizeof(path))
-		return false;
-	return stat(path, &st) ? errno == ENOENT || errno == ENOTDIR : S_ISREG(st.st_mode);
-}
-
-/*
- * libbcc reads a .gnu_debuglink's name as a C string without a bound, and opens and
- * checksums whatever file it names: a FIFO there hangs it in open(2), and a harness's
- * file /proc/self/fd/N makes a name like "0" its stdin (tests/fuzz/corpus/elf/
- * bcc-debuglink-stdin). Only a plain
- * file name is taken, and each of libbcc's three places for it (beside binary, in
- * .debug/ there, under /usr/lib/debug) must hold a regular file or nothing.
- */
-static bool debuglink_sane(Elf_Scn *scn, const char *binary)
-{
-	Elf_Data *data = elf_getdata(scn, NULL);
-	char dir[PATH_MAX], global[PATH_MAX + 16];
-	const char *name, *slash;
-
-	if (!data || data->d_size <= 5)
-		return true; /* libbcc ignores it */
-	name = data->d_buf;
-	if (!memchr(name, 0, data->d_size) || !*name || strchr(name, '/') ||
-	    !strcmp(name, ".") || !strcmp(name, ".."))
-		return false;
-	slash = strrchr(binary, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if ((size_t)snprintf(dir, sizeof(dir), "%.*s", (int)(slash - binary), binary) >= sizeof(dir))
-		return false;
-	snprintf(global, sizeof(global), "/usr/lib/debug%s", dir);
-	return debug_candidate_sane(dir, "", name) && debug_candidate_sane(dir, "/.debug", name) &&
-	       debug_candidate_sane(global, "", name);
-}
-
 bool symbols_elf_sane(const char *binary)
 {
-	Elf_Scn *scn = NULL;
-	bool sane = false;
-	size_t stridx;
-	Elf *elf;
-	int fd;
-
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return false;
-	fd = open(binary, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF) {
-		sane = true;
-		if (elf_getshdrstrndx(elf, &stridx))
-			stridx = 0; /* libbcc then finds no section by name */
-		while (sane && (scn = elf_nextscn(elf, scn))) {
-			const char *name;
-			GElf_Shdr sh;
-			if (!gelf_getshdr(scn, &sh)) {
-				sane = false;
-				continue;
-			}
-			name = stridx ? elf_strptr(elf, stridx, sh.sh_name) : NULL;
-			if (name && !strcmp(name, ".note.gnu.build-id"))
-				sane = build_id_sane(scn);
-			else if (name && !strcmp(name, ".gnu_debuglink"))
-				sane = debuglink_sane(scn, binary);
-			if (!sane)
-				break;
-			if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
-				sane = sh.sh_entsize == gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
-			else if (sh.sh_type == SHT_NOTE)
-				sane = notes_sane(scn);
-		}
-	}
-	if (elf)
-		elf_end(elf);
-	close(fd);
-	return sane;
+	return bccguard_file(NULL, binary, NULL);
 }
 
 int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, uint64_t *offset)

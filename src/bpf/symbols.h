@@ -21,6 +21,14 @@
  * one for a miss (up to 64 s): frame-pointer walks through code built without frame
  * pointers give addresses in no module (heap, stack) all the time.
  *
+ * A symcache is made (and remade, instead of refreshed) only after a look at every file
+ * libbcc would read for it (bccguard_process, a few stats per module; each file's ELF
+ * facts are read once): when one of them would crash or hang libbcc, the process gets
+ * no symcache (its native frames stay addresses), when only a debug file of one would,
+ * a symcache that reads no debug files; one warning names each such file. For the same
+ * reason /proc/PID/exe is compared every 10 ms while resolving (libbcc refreshes on its
+ * own when the executable and the root changed) and a change drops the symcache.
+ *
  * Costs: a symcache keeps its symbol tables (names read lazily) and one fd per
  * module it knows plus one for the process's root (14 for a python3.11 that
  * imported ssl, sqlite3 and decimal; more with more extension modules), so 64 of
@@ -86,11 +94,11 @@ unsigned symbols_nprocs(const struct symbols *s);
 int symbols_file_offset(const char *binary, const char *name, uint64_t vaddr, uint64_t *offset);
 
 /*
- * Whether libbcc may read binary's symbols and notes: it divides by a symbol table's
- * entry size, trusts the notes' and the build id's sizes without checking them, and
- * opens whatever the .gnu_debuglink names (SIGFPE, stack overflows, a hang on a
- * hostile or broken file: tests/fuzz/corpus/elf/bcc-*). symbols_file_offset and
- * usdt.c ask before they hand it a file.
+ * Whether libbcc may read binary's symbols and notes, with its debug files (bccguard.h:
+ * SIGFPE, stack overflows, hangs on a hostile or broken file:
+ * tests/fuzz/corpus/elf/bcc-*). symbols_file_offset, pyhooks.c and usdt.c ask before
+ * they hand it a file; the symcaches here ask bccguard_process() about every file of a
+ * process before libbcc reads it.
  */
 bool symbols_elf_sane(const char *binary);
 

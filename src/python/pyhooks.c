@@ -183,7 +183,8 @@ int pyhooks_clones(const char *binary, const char *symbol, struct pyhook_clones 
 	struct clone_query q = { symbol, strlen(symbol), out };
 
 	out->n = 0;
-	bcc_elf_foreach_sym(binary, on_symbol, &opt, &q);
+	if (symbols_elf_sane(binary))
+		bcc_elf_foreach_sym(binary, on_symbol, &opt, &q);
 	return out->n;
 }
 
