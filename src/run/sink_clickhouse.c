@@ -291,12 +291,14 @@ static int create_merge_tree(struct ch_sink *c, CURL *h, const char *base, const
 	a += (size_t)snprintf(sql + a, cap - a, ", `batch_id` UInt64");
 	/*
 	 * --retain-days: partitions of a day, which the sender drops when they are older
-	 * (18.16 has no TTL); servers with TTL (19.6+) also get the clause.
+	 * (18.16 has no TTL); servers with TTL (19.6+) also get the clause, which expires
+	 * a row at the same bound (sinkopts.h: the start of the UTC day N days before
+	 * today): once the UTC day after its own plus N days has begun.
 	 */
 	a += (size_t)snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY %s ORDER BY (%s)",
 			      c->retain_days ? "toDate(time)" : "toYYYYMM(time)", t->order_by);
 	if (c->retain_days && c->version >= 19006)
-		snprintf(sql + a, cap - a, " TTL time + INTERVAL %lu DAY", c->retain_days);
+		snprintf(sql + a, cap - a, " TTL toStartOfDay(time, 'UTC') + INTERVAL %lu DAY", c->retain_days + 1);
 	status = request_at(c, h, base, sql, NULL, 0, &reply);
 	free(sql);
 	if (status == 200)

@@ -137,20 +137,17 @@ def test_clickhouse_rows_are_the_events_and_match_gc_callbacks(run_tool, clickho
     assert clickhouse.count("ebpf_dropped") == 0
 
 
-def outage_run(run_tool, clickhouse, queue_max, outage_s):
-    """pygc on a GC storm into ClickHouse, the server killed for outage_s mid-run.
-    Returns (emitted, landed, dropped printed, dropped rows written)."""
+def pygc_through_outage(run_tool, url, outage, *args):
+    """pygc --also-stdout on a GC storm into ClickHouse at url (batches of 50 rows, sent
+    every 0.2 s at most); outage() runs once it started (it takes the server away and
+    starts it again). Returns the tool, stopped once the storm ended."""
     storm = subprocess.Popen([PYTHON, os.path.join(TARGETS, "gc_storm.py"), "200"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert storm.stdout.readline().strip() == "ready"
-        tool = run_tool("pygc", "-p", str(storm.pid), "--also-stdout", "--clickhouse-url",
-                        clickhouse.url, "--ch-flush-interval", "0.2", "--ch-batch-size", "50",
-                        "--ch-queue-max", str(queue_max))
-        time.sleep(1)
-        clickhouse.kill()
-        time.sleep(outage_s)
-        clickhouse.start()
+        tool = run_tool("pygc", "-p", str(storm.pid), "--also-stdout", "--clickhouse-url", url,
+                        "--ch-flush-interval", "0.2", "--ch-batch-size", "50", *args)
+        outage()
         time.sleep(2)
         storm.stdin.close()
         storm.wait()
@@ -161,6 +158,19 @@ def outage_run(run_tool, clickhouse, queue_max, outage_s):
         if storm.poll() is None:
             storm.kill()
             storm.wait()
+    return tool
+
+
+def outage_run(run_tool, clickhouse, queue_max, outage_s):
+    """pygc on a GC storm into ClickHouse, the server killed for outage_s mid-run.
+    Returns (emitted, landed, dropped printed, dropped rows written)."""
+    def outage():
+        time.sleep(1)
+        clickhouse.kill()
+        time.sleep(outage_s)
+        clickhouse.start()
+
+    tool = pygc_through_outage(run_tool, clickhouse.url, outage, "--ch-queue-max", str(queue_max))
     emitted = len(tool.events("gc_pause"))
     landed = clickhouse.count("ebpf_gc_pause")
     line = [l for l in tool.stderr.splitlines() if "clickhouse: ebpf_gc_pause:" in l]
@@ -186,26 +196,16 @@ def test_clickhouse_killed_after_commit_before_answer_no_row_twice(run_tool, cli
     the sink retries that batch only after asking which of its batch ids landed. Every
     emitted event is a row exactly once, and the sink's landed count is the server's."""
     proxy = AnswerLost(clickhouse, "ebpf_gc_pause", nth=3)
-    storm = subprocess.Popen([PYTHON, os.path.join(TARGETS, "gc_storm.py"), "200"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert storm.stdout.readline().strip() == "ready"
-        tool = run_tool("pygc", "-p", str(storm.pid), "--also-stdout", "--clickhouse-url", proxy.url,
-                        "--ch-flush-interval", "0.2", "--ch-batch-size", "50")
+
+    def outage():
         assert proxy.fired.wait(30), "no third insert into ebpf_gc_pause in 30 s"
         time.sleep(2)
         clickhouse.start()
-        time.sleep(2)
-        storm.stdin.close()
-        storm.wait()
-        time.sleep(0.5)
-        tool.stop()
-        assert tool.returncode == 0, tool.stderr
+
+    try:
+        tool = pygc_through_outage(run_tool, proxy.url, outage)
     finally:
         proxy.close()
-        if storm.poll() is None:
-            storm.kill()
-            storm.wait()
     events = tool.events("gc_pause")
     assert "is away" in tool.stderr and "is back" in tool.stderr, tool.stderr
     rows = clickhouse.rows("SELECT pid, start_ns, count() FROM ebpf_gc_pause GROUP BY pid, start_ns")
