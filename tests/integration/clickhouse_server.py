@@ -163,7 +163,7 @@ class AnswerLost:
             try:
                 upstream = socket.create_connection((self.server.host, self.server.http_port), timeout=5)
             except OSError:
-                client.close()
+                _hang_up(client)
                 continue
             upstream.settimeout(None)
             state = {"armed": False}
@@ -187,7 +187,7 @@ class AnswerLost:
         except OSError:
             pass
         finally:
-            upstream.close()
+            _hang_up(upstream)
 
     def _down(self, client, upstream, state):
         """server → client; the armed insert's 200 answer kills the server instead."""
@@ -204,8 +204,18 @@ class AnswerLost:
         except OSError:
             pass
         finally:
-            client.close()
-            upstream.close()
+            _hang_up(client)
+            _hang_up(upstream)
 
     def close(self):
         self.listener.close()
+
+
+def _hang_up(sock):
+    """Closes sock for the peer too (a plain close() leaves it open while another
+    thread is blocked in recv() on it)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
