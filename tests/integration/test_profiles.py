@@ -228,7 +228,8 @@ def test_sqlite_retention_deletes_exactly_the_old_rows_while_read_and_written(tm
 
         def row(t_us, tid):
             vals = {"env": "fleet", "host": "old", "time": "x", "time_us": t_us, "window_end": "x",
-                    "window_end_us": t_us + 10000000, "pid": 1, "tid": tid, "stack_id": 42, "samples": 1}
+                    "window_end_us": t_us + 10000000, "pid": 1, "tid": tid, "container_pid": 1,
+                    "thread_name": "x", "task": "", "stack_id": 42, "samples": 1}
             return [vals.get(c) for c in cols]
         ins = "INSERT INTO ebpf_py_stack_profile VALUES (%s)" % ",".join("?" * len(cols))
         con.executemany(ins, [row(t, i) for i, (t, _) in enumerate(marks)])
