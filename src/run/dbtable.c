@@ -61,7 +61,9 @@ int dbtable_init(struct db_table *t, const struct schema *sc)
 	for (size_t i = 0; i < sizeof(renamed) / sizeof(renamed[0]); i++)
 		if (!strcmp(renamed[i].metric, sc->metric))
 			snprintf(t->name, sizeof(t->name), "%s", renamed[i].table);
-	t->order_by = profrows_is_profile(sc) ? "env, host, stack_id, time" : "env, host, time";
+	t->order_by = sc == &profrows_stacks_schema ? "env, host, stack_id, time"
+		      : profrows_is_profile(sc)      ? "env, host, time, stack_id"
+						     : "env, host, time";
 	if (add(t, "env", "", DB_STRING, "env", true) || add(t, "host", "", DB_STRING, NULL, true) ||
 	    add(t, "time", "", DB_DATETIME, "time", true) || add(t, "time", "_us", DB_MICROS, "time", true))
 		return -1;
@@ -75,10 +77,12 @@ int dbtable_init(struct db_table *t, const struct schema *sc)
 			t->cols[t->ncols - 1].stack_id = true;
 			continue;
 		}
-		if (add(t, f->name, "", id ? DB_ID : db_type_of(f->type), f->name,
-			profrows_is_profile(sc) && (id || !strcmp(f->name, "samples") || !strcmp(f->name, "weight_us"))))
+		bool count = profrows_is_profile(sc) && !strcmp(f->name, "samples");
+		/* a profile row has every field (a thread without a task: ""), so none is null */
+		bool key = profrows_is_profile(sc) && (sc != &profrows_stacks_schema || id);
+		if (add(t, f->name, "", id ? DB_ID : count ? DB_COUNT : db_type_of(f->type), f->name, key))
 			return -1;
-		if (f->type == FIELD_TIME && add(t, f->name, "_us", DB_MICROS, f->name, false))
+		if (f->type == FIELD_TIME && add(t, f->name, "_us", DB_MICROS, f->name, key))
 			return -1;
 	}
 	return 0;
@@ -140,6 +144,7 @@ static json_t *value(const struct db_column *c, json_t *v)
 		return json_null();
 	case DB_INT:
 	case DB_ID:
+	case DB_COUNT:
 		return json_is_integer(v) ? json_incref(v)
 		       : json_is_real(v)  ? json_integer((json_int_t)json_real_value(v))
 					  : json_null();

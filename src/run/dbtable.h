@@ -21,14 +21,17 @@
 
 #include "schema.h"
 
-/* DB_ID: a stack_id, never negative (ClickHouse UInt64, SQLite INTEGER). */
-enum db_type { DB_STRING, DB_INT, DB_REAL, DB_BOOL, DB_DATETIME, DB_MICROS, DB_ID };
+/*
+ * DB_ID: a stack_id, never negative (ClickHouse UInt64, SQLite INTEGER). DB_COUNT: a
+ * profile row's samples, a small count (ClickHouse UInt32, SQLite INTEGER).
+ */
+enum db_type { DB_STRING, DB_INT, DB_REAL, DB_BOOL, DB_DATETIME, DB_MICROS, DB_ID, DB_COUNT };
 
 struct db_column {
 	char name[64];
 	enum db_type type;
 	const char *field; /* the record's key */
-	bool key;          /* env, host, time, time_us (and a profile's stack_id, samples): never null */
+	bool key;          /* env, host, time, time_us (and every column of a profile table): never null */
 	bool stack_id;     /* the stack_id of the field's stack text (column NAME_id, profrows.h) */
 };
 
@@ -38,8 +41,10 @@ struct db_table {
 	const struct schema *schema;
 	char name[64];
 	/*
-	 * The sort key: "env, host, time"; the profile tables and the dictionary of
-	 * stacks (profrows.h) "env, host, stack_id, time", which their queries want.
+	 * The sort key: "env, host, time"; the profile tables (profrows.h) "env, host,
+	 * time, stack_id" (their queries take a host's or an env's time range; a window's
+	 * rows then lie together and each window's list of stacks is much like the last,
+	 * which compresses); the dictionary of stacks "env, host, stack_id, time".
 	 */
 	const char *order_by;
 	int ncols;

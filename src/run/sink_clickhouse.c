@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,8 @@ struct ch_table {
 	size_t len, cap;
 	unsigned long rows;
 	uint64_t first_ns; /* when its first row came */
+	uint64_t batch_id; /* the batch_id of the rows in buf */
+	bool has_batch_id; /* the table has the column (tables made before it have not) */
 	/* under the sink's lock */
 	unsigned long landed, dropped, dropped_reported;
 };
@@ -70,6 +73,9 @@ struct ch_batch {
 	char *body;
 	size_t len;
 	unsigned long rows;
+	unsigned long lines; /* rows in body (rows: those counted against --ch-queue-max) */
+	uint64_t id;    /* its rows' batch_id */
+	bool uncertain; /* an insert of it failed with no answer: it may have landed */
 };
 
 struct ch_sink {
@@ -92,12 +98,15 @@ struct ch_sink {
 	bool stopping;
 	uint64_t stop_deadline_ns;
 	bool away;                    /* the last attempt failed (said once per outage) */
+	uint64_t next_batch_id;       /* the run's random upper 32 bits, then a count */
 	/* --retain-days: by the sender thread, every retain_every_ns */
 	unsigned long retain_days;
 	uint64_t retain_every_ns, retain_next_ns;
 	int version;                  /* the server's, major * 1000 + minor */
 	char *cluster;                /* --clickhouse-cluster, or NULL */
 	bool low_cardinality;         /* the server takes LowCardinality (18.16: as experimental) */
+	bool low_cardinality_counts;  /* counts as LowCardinality(UInt32) (18.16, no codecs) */
+	bool codecs;                  /* the server takes column codecs (19.x) */
 	const char *url_params;       /* more settings for the next requests ("&name=value"), or NULL */
 	int nnodes;                   /* the servers its tables live on (1 without a cluster) */
 	char nodes[MAX_NODES][256];
@@ -106,6 +115,18 @@ struct ch_sink {
 static uint64_t now_ns(void)
 {
 	return time_mono_ns();
+}
+
+/* 32 random bits (getrandom; else the time and the pid). */
+static uint32_t random_u32(void)
+{
+	uint32_t r;
+	struct timespec ts;
+
+	if (getrandom(&r, sizeof(r), 0) == sizeof(r))
+		return r;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec ^ ((uint32_t)getpid() << 16);
 }
 
 struct reply {
@@ -208,7 +229,7 @@ static bool few_values(const struct db_column *col)
 
 static const char *ch_type(const struct ch_sink *c, const struct db_column *col, char *buf, size_t len)
 {
-	const char *t = "String";
+	const char *t = "String", *codec = "";
 
 	switch (col->type) {
 	case DB_INT:
@@ -222,18 +243,32 @@ static const char *ch_type(const struct ch_sink *c, const struct db_column *col,
 		break;
 	case DB_DATETIME:
 		t = "DateTime";
+		codec = " CODEC(Delta, ZSTD(1))";
 		break;
 	case DB_MICROS:
+		t = "UInt64";
+		codec = " CODEC(Delta, ZSTD(1))";
+		break;
 	case DB_ID:
 		t = "UInt64";
+		codec = " CODEC(ZSTD(1))";
+		break;
+	case DB_COUNT:
+		t = "UInt32";
+		codec = " CODEC(T64, ZSTD(1))";
 		break;
 	case DB_STRING:
+		codec = " CODEC(ZSTD(1))";
 		break;
 	}
+	if (!c->codecs)
+		codec = "";
 	if (c->low_cardinality && few_values(col))
 		snprintf(buf, len, col->key ? "LowCardinality(%s)" : "LowCardinality(Nullable(%s))", t);
+	else if (col->type == DB_COUNT && c->low_cardinality_counts)
+		snprintf(buf, len, "LowCardinality(%s)", t);
 	else
-		snprintf(buf, len, col->key ? "%s" : "Nullable(%s)", t);
+		snprintf(buf, len, col->key ? "%s%s" : "Nullable(%s)%s", t, codec);
 	return buf;
 }
 
@@ -241,8 +276,8 @@ static const char *ch_type(const struct ch_sink *c, const struct db_column *col,
 static int create_merge_tree(struct ch_sink *c, CURL *h, const char *base, const struct db_table *t,
 			     const char *name)
 {
-	size_t cap = 256 + (size_t)t->ncols * 96, a;
-	char *sql = malloc(cap), type[64];
+	size_t cap = 256 + (size_t)t->ncols * 128, a;
+	char *sql = malloc(cap), type[96];
 	struct reply reply;
 	long status;
 
@@ -252,14 +287,18 @@ static int create_merge_tree(struct ch_sink *c, CURL *h, const char *base, const
 	for (int i = 0; i < t->ncols; i++)
 		a += (size_t)snprintf(sql + a, cap - a, "%s`%s` %s", i ? ", " : "", t->cols[i].name,
 				      ch_type(c, &t->cols[i], type, sizeof(type)));
+	/* which insert a row came in, for retries (resolve) */
+	a += (size_t)snprintf(sql + a, cap - a, ", `batch_id` UInt64");
 	/*
 	 * --retain-days: partitions of a day, which the sender drops when they are older
-	 * (18.16 has no TTL); servers with TTL (19.6+) also get the clause.
+	 * (18.16 has no TTL); servers with TTL (19.6+) also get the clause, which expires
+	 * a row at the same bound (sinkopts.h: the start of the UTC day N days before
+	 * today): once the UTC day after its own plus N days has begun.
 	 */
 	a += (size_t)snprintf(sql + a, cap - a, ") ENGINE = MergeTree() PARTITION BY %s ORDER BY (%s)",
 			      c->retain_days ? "toDate(time)" : "toYYYYMM(time)", t->order_by);
 	if (c->retain_days && c->version >= 19006)
-		snprintf(sql + a, cap - a, " TTL time + INTERVAL %lu DAY", c->retain_days);
+		snprintf(sql + a, cap - a, " TTL toStartOfDay(time, 'UTC') + INTERVAL %lu DAY", c->retain_days + 1);
 	status = request_at(c, h, base, sql, NULL, 0, &reply);
 	free(sql);
 	if (status == 200)
@@ -305,6 +344,18 @@ static int create_table(struct ch_sink *c, CURL *h, const struct db_table *t)
 	return 0;
 }
 
+/* Whether t (its public table, at the URL's server) has a batch_id column: tables made before have not. */
+static bool has_batch_id(struct ch_sink *c, CURL *h, const struct db_table *t)
+{
+	char query[256];
+	struct reply reply;
+
+	snprintf(query, sizeof(query),
+		 "SELECT count() FROM system.columns WHERE database = '%s' AND table = '%s' AND name = 'batch_id'",
+		 c->database, t->name);
+	return request(c, h, query, NULL, 0, &reply) == 200 && atoi(reply.text) == 1;
+}
+
 /*
  * --clickhouse-cluster: the nodes system.clusters lists for it, each reached over HTTP
  * at its host_address and the port of --clickhouse-url (every node listens for HTTP
@@ -341,28 +392,54 @@ static int find_nodes(struct ch_sink *c, CURL *h)
 }
 
 /*
- * Whether the server takes LowCardinality columns: 18.16 only with the setting
- * allow_experimental_low_cardinality_type (then passed along with every CREATE); a
- * server that knows neither gets plain strings.
+ * Whether the server takes a temporary table of columns cols (in a session of its own:
+ * HTTP has none otherwise), with c->url_params and then each of settings in turn:
+ * the index of the settings that worked (kept in c->url_params), or -1 (url_params as
+ * before).
  */
-static void low_cardinality_probe(struct ch_sink *c, CURL *h)
+static int probe(struct ch_sink *c, CURL *h, const char *cols, const char *const *settings, size_t n)
 {
-	static const char *const settings[] = { "", "&allow_experimental_low_cardinality_type=1" };
-	char params[160];
+	const char *before = c->url_params;
+	char params[256], sql[256];
 	struct reply reply;
 
-	/* a temporary table (of a session of its own: HTTP has none otherwise) with such a column */
-	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
-		snprintf(params, sizeof(params), "%s&session_id=pyebpf-lc-%ld-%zu", settings[i], (long)getpid(), i);
+	snprintf(sql, sizeof(sql), "CREATE TEMPORARY TABLE pyebpf_probe (%s) ENGINE = Memory", cols);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(params, sizeof(params), "%s%s&session_id=pyebpf-probe-%ld-%zu", before ? before : "",
+			 settings[i], (long)getpid(), i);
 		c->url_params = params;
-		if (request(c, h, "CREATE TEMPORARY TABLE pyebpf_lc_probe (s LowCardinality(Nullable(String))) ENGINE = Memory",
-			    NULL, 0, &reply) == 200) {
-			c->low_cardinality = true;
-			c->url_params = settings[i];
-			return;
+		if (request(c, h, sql, NULL, 0, &reply) == 200) {
+			/* kept for every request: a string of this file's, or the one before */
+			c->url_params = i ? settings[i] : before;
+			return (int)i;
 		}
 	}
+	c->url_params = before;
+	return -1;
+}
+
+/*
+ * What the server takes, for the columns of create_merge_tree:
+ *  - LowCardinality strings: 18.16 only with allow_experimental_low_cardinality_type
+ *    (then passed along with every request); a server that knows neither gets plain
+ *    strings;
+ *  - column codecs (19.x): then counts as T64 + ZSTD, times as Delta + ZSTD, stack ids
+ *    and long strings as ZSTD;
+ *  - else LowCardinality(UInt32) for counts (18.16): small counts as one-byte indexes.
+ */
+static void probe_types(struct ch_sink *c, CURL *h)
+{
+	static const char *const lc[] = { "", "&allow_experimental_low_cardinality_type=1" };
+	static const char *const plain[] = { "" };
+
 	c->url_params = NULL;
+	c->low_cardinality = probe(c, h, "s LowCardinality(Nullable(String))", lc, 2) >= 0;
+	c->codecs = probe(c, h,
+			  "t DateTime CODEC(Delta, ZSTD(1)), n UInt32 CODEC(T64, ZSTD(1)), "
+			  "s Nullable(String) CODEC(ZSTD(1))",
+			  plain, 1) >= 0;
+	c->low_cardinality_counts = c->low_cardinality && !c->codecs &&
+				    probe(c, h, "n LowCardinality(UInt32)", plain, 1) >= 0;
 }
 
 /* Start-up: the server answers, takes the user and the password, has the database. */
@@ -390,11 +467,19 @@ static int check_server(struct ch_sink *c, CURL *h)
 	return -1;
 }
 
-/* Appends a row (ClickHouse's DateTime as seconds since the epoch) to t's batch. */
-static int append_row(struct ch_table *t, json_t *row)
+/*
+ * Appends a row (ClickHouse's DateTime as seconds since the epoch) to t's batch, with
+ * the batch's id (a new one for the first row of a batch).
+ */
+static int append_row(struct ch_sink *c, struct ch_table *t, json_t *row)
 {
 	char *line;
 	size_t n;
+
+	if (!t->len)
+		t->batch_id = __atomic_fetch_add(&c->next_batch_id, 1, __ATOMIC_RELAXED);
+	if (t->has_batch_id)
+		json_object_set_new(row, "batch_id", json_integer((json_int_t)t->batch_id));
 
 	for (int i = 0; i < t->t.ncols; i++)
 		if (t->t.cols[i].type == DB_DATETIME) {
@@ -453,7 +538,8 @@ static void hand_over(struct ch_sink *c, struct ch_table *t)
 		b->table = t;
 		b->body = t->buf;
 		b->len = t->len;
-		b->rows = t->rows;
+		b->rows = b->lines = t->rows;
+		b->id = t->batch_id;
 		pthread_mutex_lock(&c->lock);
 		enqueue(c, b);
 		pthread_mutex_unlock(&c->lock);
@@ -490,7 +576,7 @@ static void ch_record(struct sink *s, const struct schema *sc, json_t *obj)
 	}
 	pthread_mutex_unlock(&c->lock);
 	row = dbtable_row(&t->t, obj, dbtable_host());
-	if (!row || append_row(t, row)) {
+	if (!row || append_row(c, t, row)) {
 		pthread_mutex_lock(&c->lock);
 		t->dropped++;
 		pthread_mutex_unlock(&c->lock);
@@ -538,7 +624,7 @@ static void queue_drop_report(struct ch_sink *c)
 		if (c->base.env)
 			json_set_str(o, "env", c->base.env);
 		row = dbtable_row(&d->t, o, dbtable_host());
-		if (row && !append_row(d, row)) {
+		if (row && !append_row(c, d, row)) {
 			t->dropped_reported = t->dropped;
 			d->rows++;
 		}
@@ -548,9 +634,11 @@ static void queue_drop_report(struct ch_sink *c)
 	if (!d->rows || !(b = calloc(1, sizeof(*b))))
 		return;
 	b->table = d;
+	b->id = d->batch_id;
 	b->body = d->buf;
 	b->len = d->len;
 	b->rows = 0; /* reports do not count against --ch-queue-max */
+	b->lines = d->rows;
 	d->buf = NULL;
 	d->len = d->cap = 0;
 	d->rows = 0;
@@ -563,14 +651,17 @@ static void free_batch(struct ch_batch *b)
 	free(b);
 }
 
-/* Caller holds the lock: the oldest batch is done (landed or dropped). */
-static void dequeue(struct ch_sink *c, bool landed)
+/* Caller holds the lock: the batch after prev (NULL: the oldest) is done (landed or dropped). */
+static void unlink_batch(struct ch_sink *c, struct ch_batch *prev, bool landed)
 {
-	struct ch_batch *b = c->head;
+	struct ch_batch *b = prev ? prev->next : c->head;
 
-	c->head = b->next;
-	if (!c->head)
-		c->tail = NULL;
+	if (prev)
+		prev->next = b->next;
+	else
+		c->head = b->next;
+	if (c->tail == b)
+		c->tail = prev;
 	c->queued -= b->rows;
 	if (b->table != c->dropped_table) {
 		if (landed)
@@ -579,6 +670,11 @@ static void dequeue(struct ch_sink *c, bool landed)
 			b->table->dropped += b->rows;
 	}
 	free_batch(b);
+}
+
+static void dequeue(struct ch_sink *c, bool landed)
+{
+	unlink_batch(c, NULL, landed);
 }
 
 static void wait_ms(struct ch_sink *c, unsigned ms)
@@ -645,6 +741,88 @@ static void retain(struct ch_sink *c, CURL *h)
 		}
 }
 
+/* The most uncertain batches one check asks about (their answer fits a reply). */
+#define CHECK_MAX 12
+
+/*
+ * The head of the queue failed before with no answer (uncertain): a crash between the
+ * server's commit and its answer leaves it there already. Asks for the rows of each
+ * batch_id among the uncertain batches of its table at the head of the queue: all of
+ * a batch's rows → it landed (dequeued as such, never sent twice); none → it is sent
+ * again; some (an insert is written as a part per partition and per block of rows,
+ * so a crash can land part of it) → those are deleted (ALTER TABLE ... DELETE, on the
+ * local tables of every node with a cluster: a mutation of the parts that exist then,
+ * so the batch sent again after it stays) and it is sent again. Caller holds the lock,
+ * released during the requests. Returns 0, or -1 when the server did not answer.
+ */
+static int resolve(struct ch_sink *c, CURL *h)
+{
+	struct ch_batch *batch[CHECK_MAX];
+	unsigned long got[CHECK_MAX] = { 0 };
+	struct ch_table *t = c->head->table;
+	char query[512 + CHECK_MAX * 24], text[sizeof(((struct reply *)0)->text)], *save = NULL, *tok;
+	struct reply reply;
+	size_t a;
+	int n = 0;
+
+	for (struct ch_batch *x = c->head; x && x->table == t && x->uncertain && n < CHECK_MAX; x = x->next)
+		batch[n++] = x;
+	if (!t->has_batch_id) {
+		/* a table made before batch ids: sent again (a duplicate if it had landed) */
+		for (int i = 0; i < n; i++)
+			batch[i]->uncertain = false;
+		return 0;
+	}
+	a = (size_t)snprintf(query, sizeof(query), "SELECT batch_id, count() FROM %s WHERE batch_id IN (", t->t.name);
+	for (int i = 0; i < n; i++)
+		a += (size_t)snprintf(query + a, sizeof(query) - a, "%s%llu", i ? ", " : "",
+				      (unsigned long long)batch[i]->id);
+	snprintf(query + a, sizeof(query) - a, ") GROUP BY batch_id FORMAT TSV");
+	pthread_mutex_unlock(&c->lock);
+	if (!h || request(c, h, query, NULL, 0, &reply) != 200) {
+		pthread_mutex_lock(&c->lock);
+		return -1;
+	}
+	/* "id count" pairs (request() made tabs and newlines spaces) */
+	snprintf(text, sizeof(text), "%s", reply.text);
+	for (tok = strtok_r(text, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		unsigned long long id = strtoull(tok, NULL, 10);
+		const char *count = strtok_r(NULL, " ", &save);
+		for (int i = 0; i < n && count; i++)
+			if (batch[i]->id == id)
+				got[i] = strtoul(count, NULL, 10);
+	}
+	for (int i = 0; i < n; i++) {
+		char local[96];
+		if (!got[i] || got[i] >= batch[i]->lines)
+			continue;
+		log_warn("ClickHouse: %lu of %lu rows of a batch of %s had landed before the server failed: "
+			 "deleted, the batch is sent again", got[i], batch[i]->lines, t->t.name);
+		local_name(c, &t->t, local, sizeof(local));
+		snprintf(query, sizeof(query), "ALTER TABLE %s DELETE WHERE batch_id = %llu", local,
+			 (unsigned long long)batch[i]->id);
+		for (int k = 0; k < c->nnodes; k++)
+			if (request_at(c, h, c->nodes[k], query, NULL, 0, &reply) != 200) {
+				log_warn("ClickHouse at %s: %.300s", c->nodes[k], reply.text);
+				pthread_mutex_lock(&c->lock);
+				return -1;
+			}
+		got[i] = 0;
+	}
+	pthread_mutex_lock(&c->lock);
+	/* the batches are still queued in that order: only this thread takes them out */
+	for (int i = 0; i < n; i++) {
+		struct ch_batch *prev = NULL;
+		batch[i]->uncertain = false;
+		if (!got[i])
+			continue;
+		for (struct ch_batch *x = c->head; x != batch[i]; x = x->next)
+			prev = x;
+		unlink_batch(c, prev, true);
+	}
+	return 0;
+}
+
 static void *sender(void *arg)
 {
 	struct ch_sink *c = arg;
@@ -680,6 +858,13 @@ static void *sender(void *arg)
 		}
 		if (!c->head || (c->stopping && now_ns() >= c->stop_deadline_ns))
 			break;
+		if (c->head->uncertain) {
+			if (!resolve(c, h))
+				continue;
+			wait_ms(c, backoff);
+			backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+			continue;
+		}
 		b = c->head;
 		/*
 		 * What piled up while the server was away goes out in few inserts: the queued
@@ -688,7 +873,9 @@ static void *sender(void *arg)
 		k = 0;
 		len = 0;
 		rows = 0;
-		for (struct ch_batch *x = b; x && x->table == b->table && len + x->len <= MERGE_MAX_BYTES; x = x->next) {
+		for (struct ch_batch *x = b; x && x->table == b->table && (x == b || !x->uncertain) &&
+					     len + x->len <= MERGE_MAX_BYTES;
+		     x = x->next) {
 			k++;
 			len += x->len;
 			rows += x->rows;
@@ -735,6 +922,9 @@ static void *sender(void *arg)
 			log_warn("ClickHouse at %s is away (%s); rows are kept (up to --ch-queue-max %lu) and retried",
 				 c->url, reply.text, c->queue_max);
 		c->away = true;
+		/* it may have landed all the same: asked before it is sent again (resolve) */
+		for (struct ch_batch *x = b; k-- > 0; x = x->next)
+			x->uncertain = true;
 		wait_ms(c, backoff);
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
@@ -869,6 +1059,8 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 	c->queue_max = o->ch_queue_max;
 	c->flush_ns = (uint64_t)(o->ch_flush_interval_s * 1e9);
 	c->retain_days = o->retain_days;
+	/* batch ids: unlike those of other runs and hosts (the upper bits), then counted */
+	c->next_batch_id = (((uint64_t)random_u32() & 0x7fffffffu) << 32) | 1;
 	if (o->ch_cluster && !(c->cluster = strdup(o->ch_cluster)))
 		goto fail;
 	c->retain_every_ns = (uint64_t)(sinkopts_retain_interval_s() * 1e9);
@@ -888,7 +1080,7 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 	}
 	if (check_server(c, h) || find_nodes(c, h))
 		goto fail;
-	low_cardinality_probe(c, h);
+	probe_types(c, h);
 	for (int i = 0; i < n && c->ntables < MAX_TABLES - 1; i++) {
 		if (dbtable_init(&c->tables[c->ntables].t, schemas[i])) {
 			log_error("record %s has too many fields for a table", schemas[i]->metric);
@@ -896,13 +1088,16 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 		}
 		if (schemas[i] == &profrows_stacks_schema)
 			c->stacks_table = &c->tables[c->ntables];
-		if (create_table(c, h, &c->tables[c->ntables++].t))
+		if (create_table(c, h, &c->tables[c->ntables].t))
 			goto fail;
+		c->tables[c->ntables].has_batch_id = has_batch_id(c, h, &c->tables[c->ntables].t);
+		c->ntables++;
 	}
 	c->dropped_table = &c->tables[c->ntables];
 	dbtable_init(&c->dropped_table->t, &dropped_schema);
 	if (create_table(c, h, &c->dropped_table->t))
 		goto fail;
+	c->dropped_table->has_batch_id = has_batch_id(c, h, &c->dropped_table->t);
 	c->ntables++;
 	curl_easy_cleanup(h);
 	h = NULL;

@@ -65,6 +65,7 @@ static const char *sql_type(enum db_type t)
 	case DB_BOOL:
 	case DB_MICROS:
 	case DB_ID:
+	case DB_COUNT:
 		return "INTEGER";
 	case DB_REAL:
 		return "REAL";
@@ -106,9 +107,16 @@ static int setup_table(struct sqlite_sink *q, struct sqlite_table *st)
 	snprintf(insert + b, cap - b, ")");
 	if (exec(q, create))
 		goto out;
-	/* the order the queries of pyebpf(7) use: by env, host (stack_id) and time */
-	snprintf(create, cap, "CREATE INDEX IF NOT EXISTS \"%s_key\" ON \"%s\" (env, host, %stime_us)",
-		 st->t.name, st->t.name, strstr(st->t.order_by, "stack_id") ? "stack_id, " : "");
+	/* the table's sort key (dbtable.h), the order the queries of pyebpf(7) use; time as time_us */
+	a = (size_t)snprintf(create, cap, "CREATE INDEX IF NOT EXISTS \"%s_key\" ON \"%s\" (", st->t.name, st->t.name);
+	for (const char *k = st->t.order_by; *k && a < cap;) {
+		size_t n = strcspn(k, ", ");
+		a += (size_t)snprintf(create + a, cap - a, "%s%.*s%s", k == st->t.order_by ? "" : ", ", (int)n, k,
+				      n == 4 && !strncmp(k, "time", 4) ? "_us" : "");
+		k += n + strspn(k + n, ", ");
+	}
+	if (a < cap)
+		snprintf(create + a, cap - a, ")");
 	if (exec(q, create))
 		goto out;
 	if (sqlite3_prepare_v2(q->db, insert, -1, &st->insert, NULL) != SQLITE_OK) {

@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -131,3 +132,90 @@ class ClickHouse:
 
     def close(self):
         self.kill()
+
+
+class AnswerLost:
+    """A TCP proxy on 127.0.0.1 in front of server, for the clients under test: at the
+    nth INSERT INTO table that the server answers with 200 (committed), it SIGKILLs the
+    server after that answer came and before the client has it, and closes the
+    client's connection: the insert landed, the client cannot know. Connections made
+    while the server is down are closed at once (the server is away).
+    fired: set once that happened."""
+
+    def __init__(self, server, table, nth=1):
+        self.server, self.nth, self.seen = server, nth, 0
+        self.marker = ("query=INSERT%%20INTO%%20%s%%20" % table).encode()
+        self.fired = threading.Event()
+        self.lock = threading.Lock()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection((self.server.host, self.server.http_port), timeout=5)
+            except OSError:
+                _hang_up(client)
+                continue
+            upstream.settimeout(None)
+            state = {"armed": False}
+            threading.Thread(target=self._up, args=(client, upstream, state), daemon=True).start()
+            threading.Thread(target=self._down, args=(client, upstream, state), daemon=True).start()
+
+    def _up(self, client, upstream, state):
+        """client → server; a request line naming the insert arms the connection."""
+        try:
+            while True:
+                data = client.recv(65536)
+                if not data:
+                    break
+                if b"POST /" in data:
+                    with self.lock:
+                        state["armed"] = False
+                        if self.marker in data and not self.fired.is_set():
+                            self.seen += 1
+                            state["armed"] = self.seen >= self.nth
+                upstream.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _hang_up(upstream)
+
+    def _down(self, client, upstream, state):
+        """server → client; the armed insert's 200 answer kills the server instead."""
+        try:
+            while True:
+                data = upstream.recv(65536)
+                if not data:
+                    break
+                if state["armed"] and data.startswith(b"HTTP/1.1 200"):
+                    self.server.kill()
+                    self.fired.set()
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _hang_up(client)
+            _hang_up(upstream)
+
+    def close(self):
+        self.listener.close()
+
+
+def _hang_up(sock):
+    """Closes sock for the peer too (a plain close() leaves it open while another
+    thread is blocked in recv() on it)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()

@@ -17,8 +17,9 @@ import time
 
 import pytest
 
+import chdb_server
 from clickhouse_server import ClickHouse
-from conftest import ROOT, TARGETS, Tool
+from conftest import ROOT, TARGETS, Tool, run, tool_path
 
 PYTHON = "/usr/bin/python3.11"
 TARGET = os.path.join(TARGETS, "py_profile.py")
@@ -227,7 +228,8 @@ def test_sqlite_retention_deletes_exactly_the_old_rows_while_read_and_written(tm
 
         def row(t_us, tid):
             vals = {"env": "fleet", "host": "old", "time": "x", "time_us": t_us, "window_end": "x",
-                    "window_end_us": t_us + 10000000, "pid": 1, "tid": tid, "stack_id": 42, "samples": 1}
+                    "window_end_us": t_us + 10000000, "pid": 1, "tid": tid, "container_pid": 1,
+                    "thread_name": "x", "task": "", "stack_id": 42, "samples": 1}
             return [vals.get(c) for c in cols]
         ins = "INSERT INTO ebpf_py_stack_profile VALUES (%s)" % ",".join("?" * len(cols))
         con.executemany(ins, [row(t, i) for i, (t, _) in enumerate(marks)])
@@ -296,6 +298,36 @@ def test_clickhouse_retention_drops_old_day_partitions(clickhouse):
     assert left == {t for t, kept in marks if kept}, (left, marks)
     assert "retention: partition" in second.stderr, second.stderr
     assert clickhouse.count("ebpf_py_stack_profile", "host != 'old'") > 0
+
+
+def test_newer_clickhouse_ttl_expires_the_rows_the_partition_pass_would(tmp_path):
+    """--retain-days 3 on a server with TTL (19.6+: chDB's 26.x engine behind
+    chdb_server.py): the tables get a TTL that expires exactly the rows before the bound
+    of the 18.16 test (the start of the UTC day 3 days back), with no retention pass
+    running: after a merge (OPTIMIZE FINAL) the older rows are gone, the others there;
+    and the columns get codecs."""
+    why = chdb_server.available()
+    if why:
+        pytest.skip(why)
+    ch = chdb_server.ChdbClickHouse(tmp_path)
+    try:
+        r = run([tool_path("hostnet"), "-c", "2", "-i", "0.1", "-e", "fleet", "--clickhouse-url", ch.url,
+                 "--retain-days", "3", "--ch-flush-interval", "0.1"])
+        assert "ebpf_host_net_health: landed=2 dropped=0" in r.stderr, r.stderr
+        create = ch.query("SHOW CREATE TABLE ebpf_host_net_health")
+        assert "TTL toStartOfDay(time, \\'UTC\\') + toIntervalDay(4)" in create, create
+        assert "`time_us` UInt64 CODEC(Delta(8), ZSTD(1))" in create, create
+        now_us = int(time.time() * 1e6)
+        marks = old_rows(now_us, retain_bound_us(3, now_us))
+        ch.query("INSERT INTO ebpf_host_net_health (env, host, time, time_us) VALUES " + ", ".join(
+            "('fleet', 'old', %d, %d)" % (t // 1000000, t) for t, _ in marks))
+        # the server may apply the TTL as it writes a part (26.x does, not always); a merge does
+        ch.query("OPTIMIZE TABLE ebpf_host_net_health FINAL")
+        left = {int(t) for (t,) in ch.rows("SELECT time_us FROM ebpf_host_net_health WHERE host = 'old'")}
+        assert left == {t for t, kept in marks if kept}, (left, marks)
+        assert ch.count("ebpf_host_net_health", "host != 'old'") == 2
+    finally:
+        ch.close()
 
 
 def test_cluster_two_shards_one_stopped_6_s_nothing_lost_or_doubled(tmp_path):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from clickhouse_server import TESTER_PASSWORD, ClickHouse
+from clickhouse_server import TESTER_PASSWORD, AnswerLost, ClickHouse
 from conftest import TARGETS, run, tool_path
 from test_pygc import Workload, check_against_callbacks, pinning, start_pygc
 
@@ -137,20 +137,17 @@ def test_clickhouse_rows_are_the_events_and_match_gc_callbacks(run_tool, clickho
     assert clickhouse.count("ebpf_dropped") == 0
 
 
-def outage_run(run_tool, clickhouse, queue_max, outage_s):
-    """pygc on a GC storm into ClickHouse, the server killed for outage_s mid-run.
-    Returns (emitted, landed, dropped printed, dropped rows written)."""
+def pygc_through_outage(run_tool, url, outage, *args):
+    """pygc --also-stdout on a GC storm into ClickHouse at url (batches of 50 rows, sent
+    every 0.2 s at most); outage() runs once it started (it takes the server away and
+    starts it again). Returns the tool, stopped once the storm ended."""
     storm = subprocess.Popen([PYTHON, os.path.join(TARGETS, "gc_storm.py"), "200"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert storm.stdout.readline().strip() == "ready"
-        tool = run_tool("pygc", "-p", str(storm.pid), "--also-stdout", "--clickhouse-url",
-                        clickhouse.url, "--ch-flush-interval", "0.2", "--ch-batch-size", "50",
-                        "--ch-queue-max", str(queue_max))
-        time.sleep(1)
-        clickhouse.kill()
-        time.sleep(outage_s)
-        clickhouse.start()
+        tool = run_tool("pygc", "-p", str(storm.pid), "--also-stdout", "--clickhouse-url", url,
+                        "--ch-flush-interval", "0.2", "--ch-batch-size", "50", *args)
+        outage()
         time.sleep(2)
         storm.stdin.close()
         storm.wait()
@@ -161,6 +158,19 @@ def outage_run(run_tool, clickhouse, queue_max, outage_s):
         if storm.poll() is None:
             storm.kill()
             storm.wait()
+    return tool
+
+
+def outage_run(run_tool, clickhouse, queue_max, outage_s):
+    """pygc on a GC storm into ClickHouse, the server killed for outage_s mid-run.
+    Returns (emitted, landed, dropped printed, dropped rows written)."""
+    def outage():
+        time.sleep(1)
+        clickhouse.kill()
+        time.sleep(outage_s)
+        clickhouse.start()
+
+    tool = pygc_through_outage(run_tool, clickhouse.url, outage, "--ch-queue-max", str(queue_max))
     emitted = len(tool.events("gc_pause"))
     landed = clickhouse.count("ebpf_gc_pause")
     line = [l for l in tool.stderr.splitlines() if "clickhouse: ebpf_gc_pause:" in l]
@@ -178,6 +188,33 @@ def test_clickhouse_killed_for_10_s_every_event_lands_or_is_counted(run_tool, cl
     assert emitted > 1000
     # a queue of 100000 rows holds the 10 s: nothing dropped, all landed after the restart
     assert (emitted, dropped) == (landed, 0), tool.stderr[-3000:]
+
+
+def test_clickhouse_killed_after_commit_before_answer_no_row_twice(run_tool, clickhouse):
+    """The server SIGKILLed between committing an insert and its answer reaching the
+    sink (AnswerLost: the third insert into ebpf_gc_pause), started again 2 s later:
+    the sink retries that batch only after asking which of its batch ids landed. Every
+    emitted event is a row exactly once, and the sink's landed count is the server's."""
+    proxy = AnswerLost(clickhouse, "ebpf_gc_pause", nth=3)
+
+    def outage():
+        assert proxy.fired.wait(30), "no third insert into ebpf_gc_pause in 30 s"
+        time.sleep(2)
+        clickhouse.start()
+
+    try:
+        tool = pygc_through_outage(run_tool, proxy.url, outage)
+    finally:
+        proxy.close()
+    events = tool.events("gc_pause")
+    assert "is away" in tool.stderr and "is back" in tool.stderr, tool.stderr
+    rows = clickhouse.rows("SELECT pid, start_ns, count() FROM ebpf_gc_pause GROUP BY pid, start_ns")
+    doubled = [r for r in rows if int(r[2]) != 1]
+    assert not doubled, "%d events stored more than once, e.g. %s" % (len(doubled), doubled[:3])
+    assert sorted((int(r[0]), int(r[1])) for r in rows) == sorted((e["pid"], e["start_ns"]) for e in events)
+    assert "ebpf_gc_pause: landed=%d dropped=0" % len(events) in tool.stderr, tool.stderr[-2000:]
+    # the lost answer's batch (the third, of 50 rows: the storm fills batches) is among them
+    assert len(events) > 150
 
 
 def test_clickhouse_small_queue_under_a_storm_counts_drops_exactly(run_tool, clickhouse):

@@ -8,6 +8,7 @@
 #include <sys/time.h>
 
 #include "dbtable.h"
+#include "profrows.h"
 
 static const struct field sample_fields[] = {
 	FIELD_METRIC,
@@ -54,6 +55,45 @@ static void test_names_and_columns(void **state)
 	assert_int_equal(dbtable_init(&t, &other), 0);
 	assert_string_equal(t.name, "ebpf_gc_pause");
 	assert_true(dbtable_wanted(&sample) && !dbtable_wanted(&summary));
+}
+
+/* The profile tables: sorted by time then stack, samples a count, no column null. */
+static void test_profile_tables(void **state)
+{
+	static struct db_table t;
+	const struct schema *profile = profrows_profile_of(&sample);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:I, s:i}", "metric", "py_stack_profile", "time",
+			      "2026-12-03T18:00:00Z", "window_end", "2026-12-03T18:00:10Z", "pid", 1, "tid", 2,
+			      "container_pid", 1, "thread_name", "MainThread", "stack_id", (json_int_t)42, "samples", 7);
+	json_t *row;
+	int samples = -1, task = -1;
+
+	(void)state;
+	assert_non_null(profile);
+	assert_int_equal(dbtable_init(&t, profile), 0);
+	assert_string_equal(t.order_by, "env, host, time, stack_id");
+	for (int i = 0; i < t.ncols; i++) {
+		assert_true(t.cols[i].key);
+		if (!strcmp(t.cols[i].name, "samples"))
+			samples = i;
+		if (!strcmp(t.cols[i].name, "task"))
+			task = i;
+	}
+	assert_true(samples >= 0 && task >= 0);
+	assert_int_equal(t.cols[samples].type, DB_COUNT);
+	row = dbtable_row(&t, o, "h1");
+	assert_string_equal(json_string_value(json_object_get(row, "task")), ""); /* none: "", not null */
+	assert_int_equal(json_integer_value(json_object_get(row, "samples")), 7);
+	assert_int_equal(json_integer_value(json_object_get(row, "window_end_us")), 1796320810000000ll);
+	json_decref(row);
+	json_decref(o);
+
+	/* the dictionary: looked up by stack_id; a leaf file may be unknown (null) */
+	assert_int_equal(dbtable_init(&t, &profrows_stacks_schema), 0);
+	assert_string_equal(t.order_by, "env, host, stack_id, time");
+	for (int i = 0; i < t.ncols; i++)
+		if (!strcmp(t.cols[i].name, "leaf_file"))
+			assert_false(t.cols[i].key);
 }
 
 static void test_row_values(void **state)
@@ -114,6 +154,7 @@ int main(void)
 		cmocka_unit_test(test_parse_time_us),
 		cmocka_unit_test(test_names_and_columns),
 		cmocka_unit_test(test_row_values),
+		cmocka_unit_test(test_profile_tables),
 		cmocka_unit_test(test_collect_each_event_schema_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
