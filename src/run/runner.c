@@ -78,7 +78,7 @@ static bool all_done(struct tracker *const *trackers, int n)
 static bool any_bpf(struct tracker *const *trackers, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (trackers[i]->ops->bpf)
+		if (trackers[i]->ops->bpf && !trackers[i]->stored)
 			return true;
 	return false;
 }
