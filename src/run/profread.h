@@ -16,8 +16,8 @@
 #define PROFREAD_OPT_ENTRIES(from_id, host_id, since_id, until_id)                                      \
 	{ from_id, 0, "from", "SOURCE", "draw stored samples, not live ones: sqlite:FILE (a --sqlite database)" }, \
 	{ host_id, 0, "host", "NAME", "with --from: the rows of host NAME only (default: every host)" },       \
-	{ since_id, 0, "since", "TIME", "with --from: windows from TIME on (ISO 8601 UTC, or -30m, -2h, -1d)" }, \
-	{ until_id, 0, "until", "TIME", "with --from: windows before TIME (default: now)" }
+	{ since_id, 0, "since", "TIME", "with --from: windows from TIME on (ISO 8601 UTC, or -30m, -2h, -1d; default: all)" }, \
+	{ until_id, 0, "until", "TIME", "with --from: windows before TIME (default: all)" }
 
 /* Which rows: NULL/empty and -1 mean any. */
 struct profread_query {
