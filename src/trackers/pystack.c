@@ -634,15 +634,12 @@ static void add_stored_baseline(void *ctx, const struct profread_row *r)
 /* --from: every stored sample read now (and the baseline's); the run is then done. */
 static int read_stored(struct pystack *ps)
 {
-	struct tracker *t = &ps->base;
-
 	if (profread_each(&ps->from, add_stored, ps, &ps->stored))
 		return -1;
 	if ((ps->before.since_us >= 0 || ps->before.until_us >= 0) &&
 	    profread_each(&ps->before, add_stored_baseline, ps, &ps->stored_before))
 		return -1;
-	snprintf(t->banner, sizeof(t->banner), "Read %lld samples from %s.", ps->stored, ps->from.source);
-	t->done = true;
+	ps->base.done = true;
 	return 0;
 }
 
