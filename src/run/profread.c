@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "profread.h"
 
+#include <curl/curl.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dbsinks.h"
 #include "dbtable.h"
 #include "log.h"
 #include "opts.h"
@@ -15,11 +17,18 @@
 
 #define SQLITE_PREFIX "sqlite:"
 
+static bool is_http(const char *source)
+{
+	return !strncmp(source, "http://", 7) || !strncmp(source, "https://", 8);
+}
+
 int profread_check_source(const char *source)
 {
 	if (!strncmp(source, SQLITE_PREFIX, strlen(SQLITE_PREFIX)) && source[strlen(SQLITE_PREFIX)])
 		return 0;
-	return opts_usage_error("--from %s: say sqlite:FILE", source);
+	if (is_http(source) && strlen(source) > 8)
+		return 0;
+	return opts_usage_error("--from %s: say sqlite:FILE or a ClickHouse http://HOST:PORT", source);
 }
 
 /* "-90s", "-30m", "-2h", "-1d": seconds back from now; -1 when arg is none of them. */
@@ -92,6 +101,22 @@ static int table_names(const char *metric, struct db_table *profile, struct db_t
 	return 0;
 }
 
+/* " AND p.pid IN (1,2)" of q's pids, or ""; NULL when out of memory. */
+static char *pid_list(const struct profread_query *q)
+{
+	char *pids = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&pids, &len);
+
+	for (int i = 0; f && i < q->npids; i++)
+		fprintf(f, "%s%d%s", i ? "," : " AND p.pid IN (", (int)q->pids[i], i == q->npids - 1 ? ")" : "");
+	if (!f || fclose(f)) {
+		free(pids);
+		return NULL;
+	}
+	return pids;
+}
+
 static int sqlite_each(const struct profread_query *q, const char *path, profread_fn fn, void *ctx,
 		       long long *samples)
 {
@@ -99,26 +124,20 @@ static int sqlite_each(const struct profread_query *q, const char *path, profrea
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
 	char *sql = NULL, *pids = NULL;
-	size_t len = 0;
-	FILE *f;
 	int r = -1, rc;
 
 	if (table_names(q->metric, &profile, &stacks))
 		return -1;
-	f = open_memstream(&pids, &len);
-	for (int i = 0; f && i < q->npids; i++)
-		fprintf(f, "%s%d", i ? "," : "", (int)q->pids[i]);
-	if (!f || fclose(f))
+	if (!(pids = pid_list(q)))
 		goto out;
 	/* a stack's dictionary rows repeat per day, env and host: the same text under one id */
 	if (asprintf(&sql,
 		     "SELECT s.stack, p.pid, p.tid, p.thread_name, p.task, sum(p.samples) FROM %s p"
 		     " JOIN (SELECT DISTINCT stack_id, stack FROM %s) s USING (stack_id)"
 		     " WHERE (?1 IS NULL OR p.env = ?1) AND (?2 IS NULL OR p.host = ?2)"
-		     " AND p.time_us >= ?3 AND p.time_us < ?4%s%s%s"
+		     " AND p.time_us >= ?3 AND p.time_us < ?4%s"
 		     " GROUP BY s.stack, p.pid, p.tid, p.thread_name, p.task ORDER BY min(p.time_us), s.stack",
-		     profile.name, stacks.name, q->npids ? " AND p.pid IN (" : "", q->npids ? pids : "",
-		     q->npids ? ")" : "") < 0) {
+		     profile.name, stacks.name, pids) < 0) {
 		sql = NULL;
 		goto out;
 	}
@@ -168,6 +187,188 @@ out:
 	return r;
 }
 
+/* s as a ClickHouse string literal. */
+static void put_literal(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
+/* The query of q for ClickHouse, as pyebpf(7)'s documented one (ANY JOIN for 18.16); NULL when out of memory. */
+static char *ch_sql(const struct profread_query *q, const struct db_table *profile, const struct db_table *stacks)
+{
+	char *sql = NULL, *pids = pid_list(q);
+	size_t len = 0;
+	FILE *f = pids ? open_memstream(&sql, &len) : NULL;
+
+	if (!f) {
+		free(pids);
+		return NULL;
+	}
+	fprintf(f, "SELECT stack, pid, tid, thread_name, task, sum(samples), min(time_us) AS first FROM"
+		" (SELECT stack_id, pid, tid, thread_name, task, samples, time_us FROM %s AS p"
+		" WHERE time_us >= %" PRId64 " AND time_us < %" PRId64 "%s",
+		profile->name, q->since_us >= 0 ? q->since_us : 0, q->until_us >= 0 ? q->until_us : INT64_MAX, pids);
+	if (q->env && q->env[0])
+		fputs(" AND env = ", f), put_literal(f, q->env);
+	if (q->host && q->host[0])
+		fputs(" AND host = ", f), put_literal(f, q->host);
+	fprintf(f, ") ANY INNER JOIN (SELECT stack_id, any(stack) AS stack FROM %s GROUP BY stack_id) USING stack_id"
+		" GROUP BY stack, pid, tid, thread_name, task ORDER BY first, stack FORMAT TabSeparated", stacks->name);
+	free(pids);
+	if (fclose(f)) {
+		free(sql);
+		return NULL;
+	}
+	return sql;
+}
+
+static size_t on_data(char *data, size_t size, size_t n, void *ctx)
+{
+	return fwrite(data, size, n, ctx) * size;
+}
+
+/* A TabSeparated field in place: its escapes undone; NULL for \N. */
+static char *tsv_field(char *s)
+{
+	char *out = s;
+
+	if (!strcmp(s, "\\N"))
+		return NULL;
+	for (char *p = s; *p; p++) {
+		if (*p != '\\' || !p[1]) {
+			*out++ = *p;
+			continue;
+		}
+		switch (*++p) {
+		case 'n': *out++ = '\n'; break;
+		case 't': *out++ = '\t'; break;
+		case 'r': *out++ = '\r'; break;
+		case 'b': *out++ = '\b'; break;
+		case 'f': *out++ = '\f'; break;
+		case '0': *out++ = '\0'; break;
+		default: *out++ = *p;
+		}
+	}
+	*out = 0;
+	return s;
+}
+
+/* The reply's rows to fn; 0, or -1 when a line is not the query's six columns. */
+static int ch_rows(char *text, profread_fn fn, void *ctx, long long *samples)
+{
+	for (char *line = text, *next; line && *line; line = next) {
+		char *col[7];
+		int n = 0;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		for (char *p = line; n < 7; n++) {
+			col[n] = p;
+			p = strchr(p, '\t');
+			if (!p) {
+				n++;
+				break;
+			}
+			*p++ = 0;
+		}
+		if (n != 7)
+			return -1;
+		for (int i = 0; i < 7; i++)
+			col[i] = tsv_field(col[i]);
+		struct profread_row row = {
+			.stack = col[0] ? col[0] : "",
+			.pid = col[1] ? strtoll(col[1], NULL, 10) : 0,
+			.tid = col[2] ? strtoll(col[2], NULL, 10) : 0,
+			.thread_name = col[3] ? col[3] : "",
+			.task = col[4] ? col[4] : "",
+			.samples = col[5] ? strtoll(col[5], NULL, 10) : 0,
+		};
+		*samples += row.samples;
+		fn(ctx, &row);
+	}
+	return 0;
+}
+
+/* The first line of a server's message, without control characters. */
+static const char *first_line(char *text)
+{
+	text[strcspn(text, "\r\n")] = 0;
+	return text;
+}
+
+static int ch_each(const struct profread_query *q, profread_fn fn, void *ctx, long long *samples)
+{
+	const struct sink_opts *o = q->ch;
+	struct db_table profile, stacks;
+	char *sql = NULL, *url = NULL, *reply = NULL, *password = NULL;
+	size_t len = 0;
+	FILE *f = NULL;
+	CURL *h = NULL;
+	CURLcode rc;
+	long status = 0;
+	int r = -1;
+
+	*samples = 0;
+	if (table_names(q->metric, &profile, &stacks))
+		return -1;
+	if (sink_clickhouse_password(o, &password))
+		return -1;
+	if (!(sql = ch_sql(q, &profile, &stacks)) ||
+	    asprintf(&url, "%s%s?database=%s", q->source, q->source[strlen(q->source) - 1] == '/' ? "" : "/",
+		     o && o->ch_database ? o->ch_database : "default") < 0 ||
+	    !(f = open_memstream(&reply, &len)) || !(h = curl_easy_init())) {
+		log_error("--from: out of memory");
+		goto out;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 120000L);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, sql);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+	/* basic auth, as the sink: the password never appears in a URL */
+	curl_easy_setopt(h, CURLOPT_USERNAME, o && o->ch_user ? o->ch_user : "default");
+	curl_easy_setopt(h, CURLOPT_PASSWORD, password ? password : "");
+	rc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	if (fclose(f)) {
+		f = NULL;
+		log_error("--from: out of memory");
+		goto out;
+	}
+	f = NULL;
+	if (rc != CURLE_OK)
+		log_error("--from %s: ClickHouse not reached: %s", q->source, curl_easy_strerror(rc));
+	else if (status == 401 || status == 403 || (status != 200 && strstr(reply, "Code: 516")))
+		log_error("--from %s: ClickHouse refused user '%s': %s", q->source,
+			  o && o->ch_user ? o->ch_user : "default", first_line(reply));
+	else if (status != 200)
+		log_error("--from %s: not the stored profile layout (tables %s and %s): %s", q->source, profile.name,
+			  stacks.name, first_line(reply));
+	else if (ch_rows(reply, fn, ctx, samples))
+		log_error("--from %s: ClickHouse's reply is not rows of the query's columns", q->source);
+	else
+		r = 0;
+out:
+	if (f)
+		fclose(f);
+	if (h)
+		curl_easy_cleanup(h);
+	free(sql);
+	free(url);
+	free(reply);
+	free(password);
+	return r;
+}
+
 /* What a range was, for the message that it had nothing. */
 static void say_range(FILE *f, const char *name, int64_t us)
 {
@@ -184,7 +385,8 @@ int profread_each(const struct profread_query *q, profread_fn fn, void *ctx, lon
 	char what[512] = "";
 	FILE *f;
 
-	if (sqlite_each(q, q->source + strlen(SQLITE_PREFIX), fn, ctx, samples))
+	if (is_http(q->source) ? ch_each(q, fn, ctx, samples)
+			       : sqlite_each(q, q->source + strlen(SQLITE_PREFIX), fn, ctx, samples))
 		return -1;
 	if (*samples > 0)
 		return 0;

@@ -2,8 +2,8 @@
  * Reading stored profiles back (pystack --from): the aggregated profile rows a
  * database sink wrote (profrows.h: ebpf_py_stack_profile, its stacks in ebpf_stacks),
  * chosen by env, host, pids and a time range, summed per stack and thread. The
- * source is "sqlite:FILE"; each source is one function below the query, so another
- * (ClickHouse over HTTP) adds one. Times on the command line are ISO 8601 (UTC) or
+ * source is "sqlite:FILE" or a ClickHouse server's http://HOST:PORT (the sink's user,
+ * password and database options); each is one function below profread_each(). Times on the command line are ISO 8601 (UTC) or
  * relative to now ("-1h").
  */
 #ifndef PYEBPF_PROFREAD_H
@@ -12,16 +12,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sinkopts.h"
+
 /* The option table entries of a tool that reads stored profiles, in this order. */
 #define PROFREAD_OPT_ENTRIES(from_id, host_id, since_id, until_id)                                      \
-	{ from_id, 0, "from", "SOURCE", "draw stored samples, not live ones: sqlite:FILE (a --sqlite database)" }, \
+	{ from_id, 0, "from", "SOURCE", "draw stored samples, not live ones: sqlite:FILE or ClickHouse http://HOST:PORT" }, \
 	{ host_id, 0, "host", "NAME", "with --from: the rows of host NAME only (default: every host)" },       \
 	{ since_id, 0, "since", "TIME", "with --from: windows from TIME on (ISO 8601 UTC, or -30m, -2h, -1d; default: all)" }, \
 	{ until_id, 0, "until", "TIME", "with --from: windows before TIME (default: all)" }
 
 /* Which rows: NULL/empty and -1 mean any. */
 struct profread_query {
-	const char *source; /* "sqlite:FILE" */
+	const char *source; /* "sqlite:FILE" or ClickHouse's "http://HOST:PORT" */
+	const struct sink_opts *ch; /* ClickHouse: --clickhouse-user, -password(-file), -database */
 	const char *metric; /* the sampled records: "py_stack" */
 	const char *env, *host;
 	const pid_t *pids;

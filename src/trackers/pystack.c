@@ -302,6 +302,8 @@ static int check_stored(struct pystack *ps)
 	ps->base.stored = ps->from.source != NULL;
 	/* the rows' -e and -p (a live run's tag and targets) choose what is read */
 	ps->from.env = c->env;
+	ps->from.ch = c->sink;
+	ps->before.ch = c->sink;
 	ps->from.pids = c->pids;
 	ps->from.npids = c->npids;
 	ps->before.source = ps->from.source;

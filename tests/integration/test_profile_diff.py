@@ -244,3 +244,55 @@ def test_bad_input_says_why_and_writes_nothing(deploy, tmp_path):
         assert message in res.stderr and len(errors) == 1, (args, res.stderr)
         assert res.stdout == "", (args, res.stdout)
         assert not os.path.exists(out) and not os.path.exists(str(tmp_path / "out.pb.gz")), args
+
+
+def test_from_clickhouse_is_the_same_as_from_sqlite_and_live(tmp_path):
+    """One run into SQLite and ClickHouse at once: --from http://... (user tester, the
+    password from a file) prints the lines --from sqlite: prints, which are the run's
+    live -o FILE.txt; a diff of a profile against itself is all zeros; a wrong password
+    and a database without the tables are one clear message each, exit 1."""
+    from clickhouse_server import TESTER_PASSWORD, ClickHouse
+    server = ClickHouse(tmp_path / "clickhouse")
+    try:
+        db, live = str(tmp_path / "p.db"), str(tmp_path / "live.txt")
+        target = subprocess.Popen([PYTHON, TARGET, "v1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert target.stdout.readline().strip() == b"ready"
+            t = Tool("pystack", ["-p", str(target.pid), "-F", str(HZ), "-e", "ch", "--lines", "-o", live,
+                                 "--sqlite", db, "--clickhouse-url", server.url, "--ch-flush-interval", "1",
+                                 "--profile-window", "1"], json_mode=False)
+            t.wait_ready(timeout=600)
+            target.stdin.write(b"go\n")
+            target.stdin.flush()
+            time.sleep(8)
+            t.stop()
+            assert t.returncode == 0, t.stderr[-2000:]
+        finally:
+            target.kill()
+            target.wait()
+        pwfile = tmp_path / "pw"
+        pwfile.write_text(TESTER_PASSWORD + "\n")
+        auth = ["--clickhouse-user", "tester", "--clickhouse-password-file", str(pwfile)]
+        from_ch = pystack("--from", server.url, "-e", "ch", "-f", *auth)
+        assert from_ch.returncode == 0, from_ch.stderr
+        from_sqlite = pystack("--from", "sqlite:" + db, "-e", "ch", "-f")
+        assert from_sqlite.returncode == 0, from_sqlite.stderr
+        with open(live) as f:
+            live_lines = sorted_lines(f.read())
+        assert sorted_lines(from_ch.stdout) == sorted_lines(from_sqlite.stdout) == live_lines
+        assert sum(int(l.rsplit(" ", 1)[1]) for l in live_lines) > 300
+        # env and pid choose rows there too
+        assert pystack("--from", server.url, "-e", "other", "-f", *auth).returncode == 1
+        same = pystack("--from", server.url, "-e", "ch", "-f", "--baseline", live, *auth)
+        assert same.returncode == 0, same.stderr
+        rows = diff_rows(same.stdout)
+        assert rows and all(d == 0 for _, _, _, d in rows), same.stdout
+        wrong = pystack("--from", server.url, "-f", "--clickhouse-user", "tester", "--clickhouse-password", "x")
+        assert wrong.returncode == 1 and "refused user 'tester'" in wrong.stderr, wrong.stderr
+        assert wrong.stdout == ""
+        server.query("CREATE DATABASE empty")
+        layout = pystack("--from", server.url, "-f", "--clickhouse-database", "empty")
+        assert layout.returncode == 1 and "not the stored profile layout" in layout.stderr, layout.stderr
+        assert len(layout.stderr.strip().splitlines()) == 1 and layout.stdout == ""
+    finally:
+        server.close()
