@@ -347,9 +347,13 @@ static int ch_each(const struct profread_query *q, profread_fn fn, void *ctx, lo
 	f = NULL;
 	if (rc != CURLE_OK)
 		log_error("--from %s: ClickHouse not reached: %s", q->source, curl_easy_strerror(rc));
-	else if (status == 401 || status == 403 || (status != 200 && strstr(reply, "Code: 516")))
-		log_error("--from %s: ClickHouse refused user '%s': %s", q->source,
+	else if (status == 401 || status == 403 || strstr(reply, "Code: 192") || strstr(reply, "Code: 193") ||
+		 strstr(reply, "Code: 516")) /* as the sink tells them apart */
+		log_error("--from %s: ClickHouse refused user '%s' (wrong user or password?): %s", q->source,
 			  o && o->ch_user ? o->ch_user : "default", first_line(reply));
+	else if (strstr(reply, "Code: 81"))
+		log_error("--from %s: ClickHouse has no database '%s': %s", q->source,
+			  o && o->ch_database ? o->ch_database : "default", first_line(reply));
 	else if (status != 200)
 		log_error("--from %s: not the stored profile layout (tables %s and %s): %s", q->source, profile.name,
 			  stacks.name, first_line(reply));
