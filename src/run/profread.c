@@ -347,11 +347,11 @@ static int ch_each(const struct profread_query *q, profread_fn fn, void *ctx, lo
 	f = NULL;
 	if (rc != CURLE_OK)
 		log_error("--from %s: ClickHouse not reached: %s", q->source, curl_easy_strerror(rc));
-	else if (status == 401 || status == 403 || strstr(reply, "Code: 192") || strstr(reply, "Code: 193") ||
-		 strstr(reply, "Code: 516")) /* as the sink tells them apart */
+	else if (status != 200 && (strstr(reply, "Code: 192") || strstr(reply, "Code: 193") ||
+				   strstr(reply, "Code: 516") || status == 401 || status == 403)) /* as the sink says */
 		log_error("--from %s: ClickHouse refused user '%s' (wrong user or password?): %s", q->source,
 			  o && o->ch_user ? o->ch_user : "default", first_line(reply));
-	else if (strstr(reply, "Code: 81"))
+	else if (status != 200 && strstr(reply, "Code: 81"))
 		log_error("--from %s: ClickHouse has no database '%s': %s", q->source,
 			  o && o->ch_database ? o->ch_database : "default", first_line(reply));
 	else if (status != 200)
