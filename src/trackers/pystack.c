@@ -614,12 +614,10 @@ static void add_stored(void *ctx, const struct profread_row *r)
 		stack = rooted;
 	}
 	ps->interval_samples += (unsigned long long)r->samples;
-	for (long long i = 0; i < r->samples; i++) {
-		if (ps->folded)
-			stackagg_add_stack(&ps->agg, stack, strlen(stack));
-		else
-			count_stored_functions(ps, r->pid, stack);
-	}
+	if (ps->folded && (e = stackagg_get(&ps->agg, stack, strlen(stack))))
+		e->self += r->samples;
+	for (long long i = 0; !ps->folded && i < r->samples; i++)
+		count_stored_functions(ps, r->pid, stack); /* once per sample: recursion counts once */
 	if (ps->out.path && (e = stackagg_get(&ps->profile, stack, strlen(stack))))
 		e->self += r->samples;
 	free(rooted);
