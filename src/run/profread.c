@@ -3,6 +3,7 @@
 
 #include <curl/curl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -373,20 +374,27 @@ out:
 	return r;
 }
 
-/* What a range was, for the message that it had nothing. */
-static void say_range(FILE *f, const char *name, int64_t us)
+/* One condition of a query, for the message that it had nothing: " (env e" then ", since T". */
+static void say(FILE *f, bool *first, const char *name, const char *value)
+{
+	fprintf(f, "%s%s %s", *first ? " (" : ", ", name, value);
+	*first = false;
+}
+
+static void say_time(FILE *f, bool *first, const char *name, int64_t us)
 {
 	char iso[40];
 
 	if (us < 0)
 		return;
 	dbtable_format_time_us(us, iso, sizeof(iso));
-	fprintf(f, " %s %s", name, iso);
+	say(f, first, name, iso);
 }
 
 int profread_each(const struct profread_query *q, profread_fn fn, void *ctx, long long *samples)
 {
-	char what[512] = "";
+	char what[512] = "", pid[16];
+	bool first = true;
 	FILE *f;
 
 	if (is_http(q->source) ? ch_each(q, fn, ctx, samples)
@@ -397,15 +405,18 @@ int profread_each(const struct profread_query *q, profread_fn fn, void *ctx, lon
 	f = fmemopen(what, sizeof(what) - 1, "w");
 	if (f) {
 		if (q->env && q->env[0])
-			fprintf(f, " env %s", q->env);
+			say(f, &first, "env", q->env);
 		if (q->host && q->host[0])
-			fprintf(f, " host %s", q->host);
-		for (int i = 0; i < q->npids; i++)
-			fprintf(f, " pid %d", (int)q->pids[i]);
-		say_range(f, "since", q->since_us);
-		say_range(f, "until", q->until_us);
+			say(f, &first, "host", q->host);
+		for (int i = 0; i < q->npids; i++) {
+			snprintf(pid, sizeof(pid), "%d", (int)q->pids[i]);
+			say(f, &first, "pid", pid);
+		}
+		say_time(f, &first, "since", q->since_us);
+		say_time(f, &first, "until", q->until_us);
+		fputs(first ? "" : ")", f);
 		fclose(f);
 	}
-	log_error("--from %s: no %s samples stored for%s", q->source, q->metric, what[0] ? what : " any row");
+	log_error("--from %s: no %s samples stored%s", q->source, q->metric, what);
 	return -1;
 }

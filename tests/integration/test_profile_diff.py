@@ -227,7 +227,7 @@ def test_bad_input_says_why_and_writes_nothing(deploy, tmp_path):
         (["--from", "sqlite:" + other, "-o", out], 1, "not the stored profile layout"),
         (["--from", "sqlite:" + str(tmp_path / "none.db"), "-o", out], 1, "unable to open"),
         (["--from", db, "--since", "2001-01-01", "--until", "2001-01-02", "-o", out], 1,
-         "no py_stack samples stored for env fleet since 2001-01-01T00:00:00"),
+         "no py_stack samples stored (env fleet, since 2001-01-01T00:00:00.000000Z, until 2001-01-02"),
         (["--from", db, "-o", out, "--baseline", speedscope], 1, "not folded stacks"),
         (["--from", db, "-o", out, "--baseline", pprof], 1, "not folded stacks"),
         (["--from", db, "-o", out, "--baseline-since", "2001-01-01", "--baseline-until", "2001-01-02"], 1,

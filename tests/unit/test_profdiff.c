@@ -1,8 +1,9 @@
 /*
- * Differential profiles (src/pictures/profdiff.c) and the times of --since/--until
+ * Differential profiles (src/pictures/profdiff.c) and stored ones read back
  * (src/run/profread.c): frames by function, the text diff's numbers against shares
  * worked out by hand, a folded baseline that is not folded text, the SVG's colours
- * and tooltips, and the forms of a time.
+ * and tooltips, the forms of a time, and samples written through the real SQLite sink
+ * (dbsinks.c, profrows.c) read back with every filter.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,10 +16,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dbsinks.h"
 #include "dbtable.h"
 #include "profdiff.h"
 #include "profile.h"
 #include "profread.h"
+#include "record.h"
 #include "stackagg.h"
 
 static void add(struct stackagg *a, const char *stack, long long n)
@@ -225,6 +228,123 @@ static void test_times(void **state)
 	assert_int_equal(profread_check_source("/x.db"), -1);
 }
 
+struct seen {
+	struct stackagg stacks; /* "pid tid thread task stack" -> samples */
+};
+
+static void seen_row(void *ctx, const struct profread_row *r)
+{
+	struct seen *g = ctx;
+	char key[512];
+	int n = snprintf(key, sizeof(key), "%lld %lld %s %s %s", r->pid, r->tid, r->thread_name, r->task, r->stack);
+
+	stackagg_get(&g->stacks, key, (size_t)n)->self += r->samples;
+}
+
+static long long read_back(const struct profread_query *q, struct seen *g)
+{
+	long long samples = -1;
+
+	stackagg_clear(&g->stacks);
+	return profread_each(q, seen_row, g, &samples) ? -1 : samples;
+}
+
+static void test_read_sqlite(void **state)
+{
+	static const struct field fields[] = {
+		FIELD_METRIC,
+		{ .name = "time", .type = FIELD_TIME, .meaning = "t" },
+		FIELD_PID(0),
+		FIELD_TID(0),
+		FIELD_THREAD_NAME(0),
+		{ .name = "task", .type = FIELD_STR, .meaning = "t" },
+		{ .name = "stack", .type = FIELD_STR, .meaning = "s" },
+		FIELD_ENV,
+		FIELD_END,
+	};
+	static const struct schema sample = { "py_stack", SCHEMA_EVENT, fields };
+	static const struct schema *const list[] = { &sample, NULL };
+	const struct schema *const *lists[] = { list };
+	/* time (s after t0), pid, env, stack: 3 windows of 10 s */
+	static const struct {
+		int s, pid;
+		const char *env, *stack;
+	} samples[] = {
+		{ 1, 10, "prod", "m (x.py:1);f (x.py:3)" }, { 2, 10, "prod", "m (x.py:1);f (x.py:3)" },
+		{ 3, 10, "prod", "m (x.py:1);g (x.py:7)" }, { 12, 10, "prod", "m (x.py:1);f (x.py:3)" },
+		{ 13, 11, "prod", "m (x.py:1);f (x.py:3)" }, { 25, 10, "canary", "m (x.py:1);g (x.py:7)" },
+	};
+	char path[] = "/tmp/pyebpf-profread-XXXXXX", db[64], source[80], iso[40];
+	struct sink_opts so = { .sqlite = db, .profile_window_s = 10 };
+	struct common_opts c = { .sink = &so };
+	int64_t t0 = (dbtable_now_us() / 10000000 - 100) * 10000000; /* a window's start, 1000 s ago */
+	pid_t pid11 = 11;
+	struct profread_query q = { .source = source, .metric = "py_stack", .since_us = -1, .until_us = -1 };
+	struct seen g;
+	struct sink *sink;
+
+	(void)state;
+	assert_non_null(mkdtemp(path));
+	snprintf(db, sizeof(db), "%s/p.db", path);
+	snprintf(source, sizeof(source), "sqlite:%s", db);
+	sink = sinks_open(&c, lists, 1);
+	assert_non_null(sink);
+	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
+		json_t *o = json_object();
+		dbtable_format_time_us(t0 + samples[i].s * INT64_C(1000000), iso, sizeof(iso));
+		json_object_set_new(o, "metric", json_string("py_stack"));
+		json_object_set_new(o, "time", json_string(iso));
+		json_object_set_new(o, "pid", json_integer(samples[i].pid));
+		json_object_set_new(o, "tid", json_integer(samples[i].pid));
+		json_object_set_new(o, "thread_name", json_string("MainThread"));
+		json_object_set_new(o, "task", json_string(""));
+		json_object_set_new(o, "stack", json_string(samples[i].stack));
+		json_object_set_new(o, "env", json_string(samples[i].env));
+		sink_record(sink, &sample, o);
+	}
+	assert_int_equal(sink_close(sink), 0);
+	stackagg_init(&g.stacks);
+	/* everything: per stack and thread */
+	assert_int_equal(read_back(&q, &g), 6);
+	assert_int_equal(stackagg_get(&g.stacks, "10 10 MainThread  m (x.py:1);f (x.py:3)", 39)->self, 3);
+	assert_int_equal(stackagg_get(&g.stacks, "10 10 MainThread  m (x.py:1);g (x.py:7)", 39)->self, 2);
+	assert_int_equal(stackagg_get(&g.stacks, "11 11 MainThread  m (x.py:1);f (x.py:3)", 39)->self, 1);
+	/* env, pid, host */
+	q.env = "prod";
+	assert_int_equal(read_back(&q, &g), 5);
+	q.pids = &pid11;
+	q.npids = 1;
+	assert_int_equal(read_back(&q, &g), 1);
+	q.host = dbtable_host();
+	assert_int_equal(read_back(&q, &g), 1);
+	q.host = "elsewhere";
+	assert_int_equal(read_back(&q, &g), -1); /* nothing: said, an error */
+	q = (struct profread_query){ .source = source, .metric = "py_stack", .since_us = -1, .until_us = -1 };
+	/* windows that begin in [since, until): the second alone */
+	q.since_us = t0 + 10000000;
+	q.until_us = t0 + 20000000;
+	assert_int_equal(read_back(&q, &g), 2);
+	q.until_us = t0 + 20000001; /* the third window begins before: in */
+	assert_int_equal(read_back(&q, &g), 3);
+	q.since_us = t0 + 10000001; /* the second window begins before: out */
+	assert_int_equal(read_back(&q, &g), 1);
+	q.until_us = t0 + 20000000;
+	assert_int_equal(read_back(&q, &g), -1);
+	/* not this layout, not a database */
+	snprintf(source, sizeof(source), "sqlite:%s/none.db", path);
+	assert_int_equal(read_back(&q, &g), -1);
+	snprintf(source, sizeof(source), "sqlite:/etc/passwd");
+	assert_int_equal(read_back(&q, &g), -1);
+	stackagg_free(&g.stacks);
+	unlink(db);
+	snprintf(db + strlen(db), sizeof(db) - strlen(db), "-wal");
+	unlink(db);
+	db[strlen(db) - 4] = 0;
+	snprintf(db + strlen(db), sizeof(db) - strlen(db), "-shm");
+	unlink(db);
+	rmdir(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -233,6 +353,7 @@ int main(void)
 		cmocka_unit_test(test_baseline_files),
 		cmocka_unit_test(test_diff_svg),
 		cmocka_unit_test(test_times),
+		cmocka_unit_test(test_read_sqlite),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
