@@ -14,7 +14,9 @@ static const struct tool_doc doc = {
 		    "  pystack -p 4242 --children -i 5  # gunicorn master and workers, a table every 5 s\n"
 		    "  pystack -p 4242 -d 30 -o cpu.svg  # an interactive flame graph (.speedscope.json, .pb.gz)\n"
 		    "  pystack -p 4242 --top         # a live table, q quits\n"
-		    "  pystack -p 4242 -j            # one JSON line per sample\n",
+		    "  pystack -p 4242 -j            # one JSON line per sample\n"
+		    "  pystack --from sqlite:m.db -e prod --since -1h -o cpu.svg  # what a --sqlite run stored\n"
+		    "  pystack --from sqlite:m.db --since -1h -f --baseline-until -1h  # what changed in the last hour\n",
 };
 
 int main(int argc, char **argv)

@@ -9,6 +9,12 @@
  * (its limit is 0.1): they cannot be seen or clicked, and 10,000 equally frequent
  * stacks would otherwise make a 12 MB file that a browser opens slowly. Zooming does
  * not bring them back; speedscope and pprof files keep every stack.
+ *
+ * The differential flame graph (flamesvg_write_diff) is the same picture of the after
+ * profile, each node's colour the change of its share of all samples against the
+ * baseline's same call path: red grew, blue shrank, the deeper the more (full at the
+ * largest change drawn); its tooltip says both shares and the difference. Call paths
+ * of the baseline that the after profile lacks are listed below the graph.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -16,6 +22,7 @@
 
 #include "profdata.h"
 #include "profwrite.h"
+#include "stackagg.h"
 
 enum { WIDTH = 1200, PAD = 10, FRAME_H = 16, TOP = 60, BOTTOM = 34, CHAR_W = 7 };
 #define MIN_WIDTH 0.5
@@ -23,6 +30,7 @@ enum { WIDTH = 1200, PAD = 10, FRAME_H = 16, TOP = 60, BOTTOM = 34, CHAR_W = 7 }
 struct node {
 	unsigned frame;          /* index in d->frames; the root "all" has none */
 	long long value, count;
+	long long base;          /* the baseline's value of the same call path */
 	unsigned child, sibling; /* 0: none (node 0 is the root, never anyone's child) */
 };
 
@@ -72,6 +80,49 @@ static int build(struct tree *t, const struct profdata *d)
 			cur = c;
 			if (k + 1 > t->depth)
 				t->depth = k + 1;
+		}
+	}
+	return 0;
+}
+
+/* The child of node cur whose frame's text is text, or 0. */
+static unsigned child_of(const struct tree *t, const struct profdata *d, size_t cur, const char *text)
+{
+	unsigned c = t->v[cur].child;
+
+	while (c && strcmp(d->frames[t->v[c].frame].text, text))
+		c = t->v[c].sibling;
+	return c;
+}
+
+/*
+ * The baseline's values on the after tree's nodes of the same call paths; what the
+ * after tree lacks goes to gone, keyed by the call path down to its first frame missing.
+ */
+static int add_base(struct tree *t, const struct profdata *d, const struct profdata *b, struct stackagg *gone)
+{
+	for (size_t i = 0; i < b->nstacks; i++) {
+		const struct pstack *s = &b->stacks[i];
+		long long value = profdata_value(b, s);
+		size_t cur = 0, len = 0;
+		char path[2048];
+
+		t->v[0].base += value;
+		for (int k = 0; k < s->depth; k++) {
+			const char *text = b->frames[s->frames[k]].text;
+			unsigned c = child_of(t, d, cur, text);
+			int n = snprintf(path + len, sizeof(path) - len, "%s%s", k ? ";" : "", text);
+
+			len = n < 0 || (size_t)n >= sizeof(path) - len ? sizeof(path) - 1 : len + (size_t)n;
+			if (!c) {
+				struct stackagg_entry *e = stackagg_get(gone, path, len);
+				if (!e)
+					return -1;
+				e->self += value;
+				break;
+			}
+			t->v[c].base += value;
+			cur = c;
 		}
 	}
 	return 0;
@@ -142,17 +193,49 @@ static void colour(const struct pframe *fr, char out[8])
 struct svg {
 	FILE *f;
 	const struct profdata *d;
+	const struct profdata *base; /* a differential picture: the baseline, else NULL */
 	struct tree t;
 	double scale; /* pixels per unit of value */
 	int height;
+	int graph_bottom;  /* the y under the root's frame */
+	double max_change; /* the largest change of a share drawn, in points */
 };
+
+/* A node's share of all samples in percent: after, and before in the baseline. */
+static double share_after(const struct svg *s, const struct node *n)
+{
+	return s->t.v[0].value ? 100.0 * (double)n->value / (double)s->t.v[0].value : 0;
+}
+
+static double share_before(const struct svg *s, const struct node *n)
+{
+	return s->t.v[0].base ? 100.0 * (double)n->base / (double)s->t.v[0].base : 0;
+}
+
+/* Red when the share grew, blue when it shrank, the paler the smaller against the largest change. */
+static void diff_colour(const struct svg *s, const struct node *n, char out[8])
+{
+	double change = share_after(s, n) - share_before(s, n);
+	double k = s->max_change > 0 ? (change < 0 ? -change : change) / s->max_change : 0;
+	int pale = 235 - (int)(k * 185);
+
+	if (change > 0)
+		snprintf(out, 8, "#%02x%02x%02x", 255, pale, pale);
+	else if (change < 0)
+		snprintf(out, 8, "#%02x%02x%02x", pale, pale, 255);
+	else
+		snprintf(out, 8, "#%02x%02x%02x", 235, 235, 235);
+}
 
 static void put_value(struct svg *s, const struct node *n)
 {
 	const struct profile_meta *m = s->d->meta;
-	double pct = s->t.v[0].value ? 100.0 * (double)n->value / (double)s->t.v[0].value : 0;
+	double pct = share_after(s, n);
 
-	if (m->by_weight)
+	if (s->base)
+		fprintf(s->f, "before %.2f%%, after %.2f%%, difference %+.2f points", share_before(s, n), pct,
+			pct - share_before(s, n));
+	else if (m->by_weight)
 		fprintf(s->f, "%.3f ms %s in %lld %s (%.2f%%)", (double)n->value / 1e6, m->weight_name,
 			n->count, m->count_name, pct);
 	else
@@ -173,14 +256,16 @@ static int put_node(struct svg *s, unsigned i, long long offset, int depth)
 	const struct pframe *fr = i ? &s->d->frames[n->frame] : NULL;
 	const char *text = fr ? fr->text : "all";
 	double x = PAD + (double)offset * s->scale, w = (double)n->value * s->scale;
-	int y = s->height - BOTTOM - (depth + 1) * FRAME_H;
+	int y = s->graph_bottom - (depth + 1) * FRAME_H;
 	size_t nchild = 0, fit = w > 3 * CHAR_W ? (size_t)((w - 6) / CHAR_W) : 0;
 	unsigned *kids;
 	char fill[8] = "#d0d0d0";
 
 	if (w < MIN_WIDTH)
 		return 0;
-	if (fr)
+	if (s->base)
+		diff_colour(s, n, fill);
+	else if (fr)
 		colour(fr, fill);
 	fputs("<g class=\"f\"><title>", s->f);
 	put_escaped(s->f, text, (size_t)-1);
@@ -246,32 +331,87 @@ static const char script[] =
 	"  else if(spans[k][1]>end){sum+=spans[k][1]-end;end=spans[k][1]}}\n"
 	" matched.textContent=re?'Matched: '+(100*sum/(W-2*PAD)).toFixed(2)+'%':' '}\n";
 
+struct key {
+	const char *what, *fill;
+};
+
 static void put_legend(struct svg *s)
 {
-	static const struct {
-		const char *what, *fill;
-	} keys[] = { { "your code", "#f0a050" }, { "installed packages", "#70c070" }, { "standard library", "#a0b8e8" } };
+	static const struct key keys[] = { { "your code", "#f0a050" }, { "installed packages", "#70c070" },
+					   { "standard library", "#a0b8e8" } },
+				diff_keys[] = { { "share grew", "#ff3232" }, { "share shrank", "#3232ff" },
+						{ "unchanged", "#ebebeb" } };
+	const struct key *k = s->base ? diff_keys : keys;
 	int x = PAD;
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		fprintf(s->f, "<rect x=\"%d\" y=\"36\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-			"<text x=\"%d\" y=\"46\">%s</text>\n", x, keys[i].fill, x + 16, keys[i].what);
-		x += 24 + CHAR_W * (int)strlen(keys[i].what);
+			"<text x=\"%d\" y=\"46\">%s</text>\n", x, k[i].fill, x + 16, k[i].what);
+		x += 24 + CHAR_W * (int)strlen(k[i].what);
 	}
 }
 
-int flamesvg_write(FILE *f, const struct profdata *d)
+/* The largest change of a share among the nodes wide enough to be drawn. */
+static double max_change(const struct svg *s)
 {
-	struct svg s = { .f = f, .d = d };
-	const struct profile_meta *m = d->meta;
-	int r;
+	double max = 0;
 
-	if (build(&s.t, d)) {
+	for (size_t i = 1; i < s->t.n; i++) {
+		const struct node *n = &s->t.v[i];
+		double c = share_after(s, n) - share_before(s, n);
+		if ((double)n->value * s->scale >= MIN_WIDTH && (c < 0 ? -c : c) > max)
+			max = c < 0 ? -c : c;
+	}
+	return max;
+}
+
+enum { MAX_GONE = 20 };
+
+/* The call paths only in the baseline, most samples first, below the graph (their text left-cut to fit). */
+static void put_gone(struct svg *s, const struct stackagg *gone)
+{
+	const struct stackagg_entry **v = stackagg_sorted(gone);
+	size_t fit = (WIDTH - 2 * PAD) / CHAR_W - 20;
+	int y = s->graph_bottom + 8 + FRAME_H;
+
+	if (!v)
+		return;
+	fprintf(s->f, "<g id=\"gone\"><text x=\"%d\" y=\"%d\">Only in the baseline (its share before):</text>\n", PAD, y);
+	for (size_t i = 0; i < gone->n && i < MAX_GONE; i++) {
+		const char *text = v[i]->key;
+		size_t len = strlen(text);
+
+		y += FRAME_H;
+		fprintf(s->f, "<text class=\"gone\" x=\"%d\" y=\"%d\">%.2f%%  %s", PAD, y,
+			s->t.v[0].base ? 100.0 * (double)v[i]->self / (double)s->t.v[0].base : 0, len > fit ? ".." : "");
+		put_escaped(s->f, len > fit ? text + len - fit : text, (size_t)-1);
+		fputs("</text>\n", s->f);
+	}
+	if (gone->n > MAX_GONE)
+		fprintf(s->f, "<text x=\"%d\" y=\"%d\">and %zu more</text>\n", PAD, y + FRAME_H, gone->n - MAX_GONE);
+	fputs("</g>\n", s->f);
+	free(v);
+}
+
+static int write_svg(FILE *f, const struct profdata *d, const struct profdata *base)
+{
+	struct svg s = { .f = f, .d = d, .base = base };
+	const struct profile_meta *m = d->meta;
+	struct stackagg gone;
+	int r, list = 0;
+
+	stackagg_init(&gone);
+	if (build(&s.t, d) || (base && add_base(&s.t, d, base, &gone))) {
 		free(s.t.v);
+		stackagg_free(&gone);
 		return -1;
 	}
-	s.height = TOP + (s.t.depth + 1) * FRAME_H + BOTTOM;
+	if (gone.n)
+		list = 2 + (int)(gone.n < MAX_GONE ? gone.n : MAX_GONE + 1);
+	s.height = TOP + (s.t.depth + 1) * FRAME_H + BOTTOM + list * FRAME_H;
+	s.graph_bottom = s.height - BOTTOM - list * FRAME_H;
 	s.scale = s.t.v[0].value ? (double)(WIDTH - 2 * PAD) / (double)s.t.v[0].value : 0;
+	s.max_change = base ? max_change(&s) : 0;
 	fprintf(f, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
 		"xmlns=\"http://www.w3.org/2000/svg\" onload=\"init()\">\n"
@@ -287,6 +427,8 @@ int flamesvg_write(FILE *f, const struct profdata *d)
 			m->count_name);
 	else
 		fprintf(f, ": %lld %s", s.t.v[0].count, m->count_name);
+	if (base)
+		fprintf(f, ", against %lld in the baseline", base->count);
 	fprintf(f, "</text>\n<text id=\"reset\" x=\"%d\" y=\"22\">Reset zoom</text>\n", PAD);
 	put_legend(&s);
 	fprintf(f, "<foreignObject x=\"%d\" y=\"30\" width=\"260\" height=\"24\">"
@@ -295,7 +437,21 @@ int flamesvg_write(FILE *f, const struct profdata *d)
 		"<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n<text id=\"matched\" x=\"%d\" y=\"%d\"> </text>\n"
 		"<g id=\"frames\">\n", WIDTH - PAD - 260, PAD, s.height - 12, WIDTH - PAD, s.height - 12);
 	r = put_node(&s, 0, 0, 0);
-	fputs("</g>\n</svg>\n", f);
+	fputs("</g>\n", f);
+	if (gone.n)
+		put_gone(&s, &gone);
+	fputs("</svg>\n", f);
 	free(s.t.v);
+	stackagg_free(&gone);
 	return r || ferror(f) ? -1 : 0;
+}
+
+int flamesvg_write(FILE *f, const struct profdata *d)
+{
+	return write_svg(f, d, NULL);
+}
+
+int flamesvg_write_diff(FILE *f, const struct profdata *after, const struct profdata *before)
+{
+	return write_svg(f, after, before);
 }

@@ -9,6 +9,7 @@
 #include "opts.h"
 #include "outfile.h"
 #include "profdata.h"
+#include "profdiff.h"
 #include "profwrite.h"
 
 static const struct {
@@ -65,6 +66,8 @@ int profile_check(struct profile_out *o)
 	if (o->format == PROFILE_NONE)
 		return opts_usage_error("-o %s: say --format (the name ends in none of .svg, "
 					".speedscope.json, .pb.gz, .txt)", o->path);
+	if (o->diff && o->format != PROFILE_SVG && o->format != PROFILE_FOLDED)
+		return opts_usage_error("-o %s: a difference is drawn as .svg or written as text (.txt)", o->path);
 	return check_writable(o->path);
 }
 
@@ -79,7 +82,33 @@ static int write_folded(FILE *f, const struct stackagg *agg, const struct profil
 	return ferror(f) ? -1 : 0;
 }
 
-int profile_write(const struct profile_out *o, const struct stackagg *agg, const struct profile_meta *m)
+/* The difference of agg against base (both by function, profdiff.h): the text or the SVG picture. */
+static int write_diff(FILE *f, enum profile_format format, const struct stackagg *agg, const struct stackagg *base,
+		      const struct profile_meta *m)
+{
+	struct profdata after, before;
+	int r;
+
+	if (format == PROFILE_FOLDED)
+		return profdiff_write_text(f, base, agg);
+	if (profdata_build(&after, agg, m)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (profdata_build(&before, base, m)) {
+		profdata_free(&after);
+		errno = ENOMEM;
+		return -1;
+	}
+	r = flamesvg_write_diff(f, &after, &before);
+	profdata_free(&after);
+	profdata_free(&before);
+	return r;
+}
+
+/* base: NULL, or the baseline (by function) that agg is drawn against. */
+static int write_profile(const struct profile_out *o, const struct stackagg *agg, const struct stackagg *base,
+			 const struct profile_meta *m)
 {
 	struct outfile out;
 	struct profdata d;
@@ -92,7 +121,9 @@ int profile_write(const struct profile_out *o, const struct stackagg *agg, const
 		log_error("-o %s: %s", o->path, strerror(errno));
 		return -1;
 	}
-	if (o->format == PROFILE_FOLDED) {
+	if (base) {
+		r = write_diff(out.f, o->format, agg, base, m);
+	} else if (o->format == PROFILE_FOLDED) {
 		r = write_folded(out.f, agg, m);
 	} else if (profdata_build(&d, agg, m)) {
 		r = -1;
@@ -113,5 +144,23 @@ int profile_write(const struct profile_out *o, const struct stackagg *agg, const
 	}
 	if (r)
 		log_error("-o %s: not written: %s", o->path, strerror(e));
+	return r;
+}
+
+int profile_write(const struct profile_out *o, const struct stackagg *agg, const struct profile_meta *m)
+{
+	return write_profile(o, agg, NULL, m);
+}
+
+int profile_write_diff(const struct profile_out *o, const struct stackagg *agg, const struct stackagg *base,
+		       const struct profile_meta *m)
+{
+	struct stackagg after;
+	int r;
+
+	stackagg_init(&after);
+	profdiff_add_all(&after, agg);
+	r = write_profile(o, &after, base, m);
+	stackagg_free(&after);
 	return r;
 }

@@ -26,6 +26,7 @@ enum profile_format { PROFILE_NONE, PROFILE_FOLDED, PROFILE_SVG, PROFILE_SPEEDSC
 struct profile_out {
 	const char *path;
 	enum profile_format format;
+	bool diff; /* against a baseline (set before profile_check): only svg or folded (the text diff) */
 };
 
 /*
@@ -49,5 +50,11 @@ int profile_check(struct profile_out *o);
 
 /* Writes agg to o->path (nothing without -o); 0, or -1 after saying why on stderr. */
 int profile_write(const struct profile_out *o, const struct stackagg *agg, const struct profile_meta *m);
+/*
+ * agg against the baseline base (stacks by function, profdiff.h) to o->path: the
+ * differential flame graph (svg) or the text diff (folded); 0, or -1 after saying why.
+ */
+int profile_write_diff(const struct profile_out *o, const struct stackagg *agg, const struct stackagg *base,
+		       const struct profile_meta *m);
 
 #endif

@@ -21,6 +21,11 @@ int sink_sqlite_retain(struct sink *s, unsigned long days);
  * tables; NULL after an error message. Rows go out in batches from a thread of its own.
  */
 struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema *const *schemas, int n);
+/*
+ * The ClickHouse password into *out (NULL: none): --clickhouse-password, else the
+ * first line of --clickhouse-password-file, else $CLICKHOUSE_PASSWORD. 0, or -1 (said).
+ */
+int sink_clickhouse_password(const struct sink_opts *o, char **out);
 
 /*
  * The sink of a run whose trackers emit the schemas of lists (each NULL-terminated):

@@ -78,7 +78,7 @@ static bool all_done(struct tracker *const *trackers, int n)
 static bool any_bpf(struct tracker *const *trackers, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (trackers[i]->ops->bpf)
+		if (trackers[i]->ops->bpf && !trackers[i]->stored)
 			return true;
 	return false;
 }
@@ -124,7 +124,8 @@ static void detach_all(struct tracker *const *trackers, int n)
 static void say_started(struct tracker *const *trackers, int n)
 {
 	for (int i = 0; i < n; i++)
-		log_info("%s%s", trackers[i]->banner, i == n - 1 ? " Hit Ctrl-C to end." : "");
+		if (!trackers[i]->stored) /* it read what it draws already: nothing to end */
+			log_info("%s%s", trackers[i]->banner, i == n - 1 ? " Hit Ctrl-C to end." : "");
 }
 
 /*

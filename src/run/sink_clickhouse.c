@@ -1001,8 +1001,7 @@ static const struct sink_ops ch_ops = {
 	.close = ch_close,
 };
 
-/* The password: --clickhouse-password, else the first line of its file, else $CLICKHOUSE_PASSWORD. */
-static int read_password(const struct sink_opts *o, char **out)
+int sink_clickhouse_password(const struct sink_opts *o, char **out)
 {
 	const char *env = getenv("CLICKHOUSE_PASSWORD");
 	char line[1024];
@@ -1064,7 +1063,7 @@ struct sink *sink_clickhouse_open(const struct sink_opts *o, const struct schema
 	if (o->ch_cluster && !(c->cluster = strdup(o->ch_cluster)))
 		goto fail;
 	c->retain_every_ns = (uint64_t)(sinkopts_retain_interval_s() * 1e9);
-	if (!c->user || !c->database || read_password(o, &c->password))
+	if (!c->user || !c->database || sink_clickhouse_password(o, &c->password))
 		goto fail;
 	if (!plain_name(c->database)) {
 		log_error("invalid --clickhouse-database '%s': letters, digits and _ only", c->database);

@@ -86,6 +86,7 @@ struct tracker {
 	int poll_ms;                      /* the longest a buffered record may wait (default 100) */
 	bool done;                        /* every target it traced has exited */
 	bool failed;                      /* finish could not write a result: the run fails */
+	bool stored;                      /* set by check: it draws stored records, no BPF runs (no privileges) */
 	uint64_t cpu_start_us;            /* the process's CPU time when start returned (summary.h) */
 	char banner[160];                 /* what start says it traces, e.g. "Tracing TCP handshakes." */
 };

@@ -3,8 +3,10 @@
  * every thread of the target processes at -F Hz with a cpu-clock perf event, walks
  * the Python frame chain in BPF (bpf_text/python.bpf.h) and resolves names and lines
  * in userspace (src/pyproc.h). Output: a top table (default), folded stacks (-f) or
- * one record per sample (-j).
+ * one record per sample (-j). With --from it draws stored samples instead (profread.h),
+ * without BPF; with --baseline, the difference against another profile (profdiff.h).
  */
+#define _GNU_SOURCE
 #include <linux/perf_event.h>
 #include <linux/types.h>
 #include <stddef.h>
@@ -19,7 +21,9 @@
 #include "pyebpf_bpf.h"
 #include "pyframes.h"
 #include "pystack.h"
+#include "profdiff.h"
 #include "profile.h"
+#include "profread.h"
 #include "pytargets.h"
 #include "pytasks.h"
 #include "record.h"
@@ -37,19 +41,27 @@ extern const char pystack_bpf_text[];
  */
 enum { MAX_TARGETS = 256, MAX_HOST_PROCESSES = 65536 };
 
+/* The letters first; every long-only option from OPT_TOOL_BASE (after 'o', 'p' would be -p's id). */
 enum {
 	OPT_FREQ = 'F',
 	OPT_FOLDED = 'f',
 	OPT_INTERVAL = 'i',
+	OPT_OUTPUT = 'o',
 	OPT_CHILDREN = OPT_TOOL_BASE,
 	OPT_PER_THREAD,
 	OPT_MAX_DEPTH,
 	OPT_LINES,
 	OPT_TOP,
-	OPT_OUTPUT = 'o',
 	OPT_FORMAT,
 	OPT_ASYNC,
 	OPT_PER_TASK,
+	OPT_FROM,
+	OPT_HOST,
+	OPT_SINCE,
+	OPT_UNTIL,
+	OPT_BASELINE,
+	OPT_BASELINE_SINCE,
+	OPT_BASELINE_UNTIL,
 };
 
 static const struct opt options[] = {
@@ -65,6 +77,10 @@ static const struct opt options[] = {
 	{ OPT_TOP, 0, "top", NULL, "a live view like top(1), redrawn every second or -i SECONDS (q quits)" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the table (or folded stacks) every SECONDS" },
 	{ OPT_MAX_DEPTH, 0, "max-depth", "N", "frames kept per stack, innermost first (default 128, max 256)" },
+	PROFREAD_OPT_ENTRIES(OPT_FROM, OPT_HOST, OPT_SINCE, OPT_UNTIL),
+	{ OPT_BASELINE, 0, "baseline", "FILE", "with -f or -o: the difference against folded stacks FILE (before)" },
+	{ OPT_BASELINE_SINCE, 0, "baseline-since", "TIME", "with --from: the baseline is the stored range from TIME" },
+	{ OPT_BASELINE_UNTIL, 0, "baseline-until", "TIME", "with --from: ... until TIME" },
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -182,6 +198,12 @@ struct pystack {
 	bool top_tty;             /* --top on a terminal (else periodic tables) */
 	uint64_t last_report_ns, start_ns;
 	struct pycode_loc locs[PYWALK_DEPTH_LIMIT]; /* a sample's frames, innermost first */
+	struct profread_query from;    /* --from: the stored samples drawn (source NULL: live ones) */
+	struct profread_query before;  /* --baseline-since/--baseline-until: the baseline's range */
+	const char *baseline_file;     /* --baseline FILE */
+	bool diff;                     /* against a baseline: by function (profdiff.h) */
+	struct stackagg baseline;      /* its stacks, by function */
+	long long stored, stored_before; /* samples read back */
 };
 
 static void init(struct tracker *t)
@@ -196,6 +218,9 @@ static void init(struct tracker *t)
 	stackagg_init(&ps->profile);
 	stackagg_limit(&ps->agg, STACKAGG_MAX_STACKS);
 	stackagg_limit(&ps->profile, STACKAGG_MAX_STACKS);
+	stackagg_init(&ps->baseline);
+	ps->from = (struct profread_query){ .metric = sample_schema.metric, .since_us = -1, .until_us = -1 };
+	ps->before = ps->from;
 }
 
 static int option(struct tracker *t, int id, const char *arg)
@@ -233,8 +258,59 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_OUTPUT:
 	case OPT_FORMAT:
 		return profile_option(&ps->out, id == OPT_FORMAT, arg);
+	case OPT_FROM:
+		ps->from.source = arg;
+		return profread_check_source(arg);
+	case OPT_HOST:
+		ps->from.host = arg;
+		return 0;
+	case OPT_SINCE:
+		return profread_parse_time("since", arg, &ps->from.since_us);
+	case OPT_UNTIL:
+		return profread_parse_time("until", arg, &ps->from.until_us);
+	case OPT_BASELINE:
+		ps->baseline_file = arg;
+		return 0;
+	case OPT_BASELINE_SINCE:
+		return profread_parse_time("baseline-since", arg, &ps->before.since_us);
+	case OPT_BASELINE_UNTIL:
+		return profread_parse_time("baseline-until", arg, &ps->before.until_us);
 	}
 	return -1;
+}
+
+/* --from and --baseline: what goes with what. */
+static int check_stored(struct pystack *ps)
+{
+	const struct common_opts *c = ps->base.common;
+	bool range = ps->before.since_us >= 0 || ps->before.until_us >= 0;
+
+	if (!ps->from.source && (ps->from.host || ps->from.since_us >= 0 || ps->from.until_us >= 0 || range))
+		return opts_usage_error("--host, --since, --until and --baseline-since/-until need --from");
+	if (ps->from.source && (ps->top || ps->children || ps->async || ps->interval_s))
+		return opts_usage_error("--from draws stored samples: not with --top, --children, --async or -i");
+	if (ps->from.source && sinkopts_any_database(c->sink))
+		return opts_usage_error("--from reads a database: not with --sqlite or --clickhouse-url");
+	if (ps->baseline_file && range)
+		return opts_usage_error("--baseline FILE or --baseline-since/-until, not both");
+	ps->diff = ps->baseline_file || range;
+	if (ps->diff && !ps->folded && !ps->out.path)
+		return opts_usage_error("--baseline needs -f (the text diff) or -o FILE.svg");
+	if (ps->diff && (ps->per_thread || ps->per_task))
+		return opts_usage_error("--baseline compares functions: not with --per-thread or --per-task");
+	ps->out.diff = ps->diff;
+	ps->base.stored = ps->from.source != NULL;
+	/* the rows' -e and -p (a live run's tag and targets) choose what is read */
+	ps->from.env = c->env;
+	ps->from.ch = c->sink;
+	ps->before.ch = c->sink;
+	ps->from.pids = c->pids;
+	ps->from.npids = c->npids;
+	ps->before.source = ps->from.source;
+	ps->before.env = c->env;
+	ps->before.pids = c->pids;
+	ps->before.npids = c->npids;
+	return 0;
 }
 
 static int check(struct tracker *t)
@@ -244,6 +320,8 @@ static int check(struct tracker *t)
 
 	if (ps->children && c->npids == 0)
 		return opts_usage_error("--children needs -p (the parent processes to follow)");
+	if (check_stored(ps))
+		return -1;
 	if (profile_check(&ps->out))
 		return -1;
 	if ((ps->per_thread || ps->lines || ps->per_task) && !ps->folded && !ps->out.path)
@@ -266,6 +344,10 @@ static int prepare(struct tracker *t)
 {
 	struct pystack *ps = (struct pystack *)t;
 
+	if (ps->baseline_file && profdiff_read_folded(ps->baseline_file, &ps->baseline))
+		return -1;
+	if (ps->from.source)
+		return 0; /* stored samples: no BPF, no targets */
 	/* targets are the keys of py_config, not pid_filter */
 	if (pytargets_cflags(&t->cflags, t->common, false, true))
 		return -1;
@@ -485,10 +567,89 @@ static void sample_tasks(struct pystack *ps, uint64_t now_ns)
 	}
 }
 
+/*
+ * --from: the top table's functions of a stored stack, innermost first. Its frames
+ * name the line that ran: a function is "func (file)" (the live table's def line is
+ * not stored).
+ */
+static void count_stored_functions(struct pystack *ps, long long pid, const char *stack)
+{
+	const char *parts[PYWALK_DEPTH_LIMIT + 2];
+	size_t lens[PYWALK_DEPTH_LIMIT + 2];
+	int n = 0;
+	char key[900];
+
+	for (const char *p = stack; *p && n < PYWALK_DEPTH_LIMIT + 2;) {
+		const char *end = strchr(p, ';');
+		parts[n] = p;
+		lens[n] = end ? (size_t)(end - p) : strlen(p);
+		p += lens[n++] + (end ? 1 : 0);
+	}
+	stackagg_begin_sample(&ps->agg);
+	for (int i = n - 1; i >= 0; i--) {
+		int k = snprintf(key, sizeof(key), "%lld\t", pid);
+		if (i == 0 && parts[0][0] == '[' && (!strncmp(parts[0], "[truncated]", lens[0]) ||
+						     !strncmp(parts[0], "[error]", lens[0])))
+			continue; /* the marker of an incomplete stack */
+		k += (int)profdiff_function(parts[i], lens[i], key + k, sizeof(key) - (size_t)k);
+		stackagg_add_frame(&ps->agg, key, (size_t)k, i == n - 1);
+	}
+}
+
+/* --from: a stored stack of a thread, as a live sample of it would have been counted, samples times. */
+static void add_stored(void *ctx, const struct profread_row *r)
+{
+	struct pystack *ps = ctx;
+	char root[PYTASK_NAME_MAX + PYTHREAD_NAME_MAX + 8];
+	const char *stack = r->stack;
+	char *rooted = NULL;
+	struct stackagg_entry *e;
+
+	if (ps->per_thread || ps->per_task) {
+		const char *name = ps->per_thread ? r->thread_name : pytasks_root(r->task, root, sizeof(root));
+		snprintf(root, sizeof(root), "%s", name);
+		pyframes_fold_escape(root, sizeof(root), PYFRAMES_FOLD_ROOT);
+		if (asprintf(&rooted, "%s;%s", root, r->stack) < 0)
+			return;
+		stack = rooted;
+	}
+	ps->interval_samples += (unsigned long long)r->samples;
+	if (ps->folded && (e = stackagg_get(&ps->agg, stack, strlen(stack))))
+		e->self += r->samples;
+	for (long long i = 0; !ps->folded && i < r->samples; i++)
+		count_stored_functions(ps, r->pid, stack); /* once per sample: recursion counts once */
+	if (ps->out.path && (e = stackagg_get(&ps->profile, stack, strlen(stack))))
+		e->self += r->samples;
+	free(rooted);
+}
+
+/* --baseline-since/-until: the baseline's stored stacks, by function. */
+static void add_stored_baseline(void *ctx, const struct profread_row *r)
+{
+	struct pystack *ps = ctx;
+
+	profdiff_add(&ps->baseline, r->stack, strlen(r->stack), r->samples);
+}
+
+/* --from: every stored sample read now (and the baseline's); the run is then done. */
+static int read_stored(struct pystack *ps)
+{
+	if (profread_each(&ps->from, add_stored, ps, &ps->stored))
+		return -1;
+	if ((ps->before.since_us >= 0 || ps->before.until_us >= 0) &&
+	    profread_each(&ps->before, add_stored_baseline, ps, &ps->stored_before))
+		return -1;
+	ps->base.done = true;
+	return 0;
+}
+
 static int start(struct tracker *t)
 {
 	struct pystack *ps = (struct pystack *)t;
 	struct bpfprog *p = t->prog;
+
+	if (ps->from.source)
+		return read_stored(ps);
 
 	if (pytargets_start(&ps->targets, p, ps->children))
 		return -1;
@@ -593,6 +754,19 @@ static void print_folded(struct pystack *ps)
 {
 	FILE *f = sink_text(ps->base.sink);
 
+	if (ps->diff) {
+		struct stackagg after;
+
+		stackagg_init(&after);
+		profdiff_add_all(&after, &ps->agg);
+		if (f && profdiff_write_text(f, &ps->baseline, &after))
+			ps->base.failed = true;
+		stackagg_free(&after);
+		if (f)
+			fflush(f);
+		return;
+	}
+
 	for (size_t i = 0; f && i < ps->agg.n; i++)
 		fprintf(f, "%s %lld\n", ps->agg.v[i].key, ps->agg.v[i].self);
 	if (f)
@@ -602,8 +776,8 @@ static void print_folded(struct pystack *ps)
 /* The table or folded stacks so far; then counting starts afresh. */
 static void report(struct pystack *ps)
 {
-	if (ps->base.common->json)
-		return;
+	if (ps->base.common->json && !ps->from.source)
+		return; /* a live -j run printed its samples (stored ones: the table as JSON) */
 	if (ps->folded)
 		print_folded(ps);
 	else
@@ -616,6 +790,8 @@ static int tick(struct tracker *t, uint64_t now_ns)
 {
 	struct pystack *ps = (struct pystack *)t;
 
+	if (ps->from.source)
+		return 0; /* stored samples: all read at the start */
 	t->done = pytargets_refresh(&ps->targets, now_ns);
 	if (ps->sampler.n) {
 		/* the runner wakes for the next re-draw (100 ms at most, the default) */
@@ -657,7 +833,16 @@ static void finish(struct tracker *t)
 
 	topview_close();
 	report(ps);
-	t->failed |= profile_write(&ps->out, &ps->profile, &meta) != 0;
+	if (ps->diff)
+		t->failed |= profile_write_diff(&ps->out, &ps->profile, &ps->baseline, &meta) != 0;
+	else
+		t->failed |= profile_write(&ps->out, &ps->profile, &meta) != 0;
+	if (ps->from.source) {
+		/* no BPF ran: no counters; what was read instead */
+		log_info("read %lld samples from %s%s", ps->stored, ps->from.source,
+			 ps->stored_before ? " (and the baseline's)" : "");
+		return;
+	}
 	sum = summary_begin(t, &summary_schema, counters);
 	json_set_int(sum, "unresolved_frames", (json_int_t)ps->unresolved_frames);
 	json_set_int(sum, "stacks_other", (json_int_t)(ps->agg.other + ps->profile.other));
@@ -677,6 +862,7 @@ static void destroy(struct tracker *t)
 	pytargets_free(&ps->targets);
 	stackagg_free(&ps->agg);
 	stackagg_free(&ps->profile);
+	stackagg_free(&ps->baseline);
 	pyframes_buf_free(&ps->text);
 	pytasks_snapshot_free(&ps->tasks);
 	free(ps->unsupported);

@@ -699,7 +699,7 @@ def test_pygil_folded_file_is_what_f_prints(gil):
     assert "WAITED_MS" in gil["tools"]["folded"].stdout  # the usual tables, beside the file
 
 
-@pytest.mark.parametrize("tool", ["pyoffcpu", "pygil"])
+@pytest.mark.parametrize("tool", ["pystack", "pyoffcpu", "pygil"])  # pystack's --format once parsed as -p
 def test_output_options_as_pystacks(tool, tmp_path):
     """-o and --format as pystack checks them, before anything is traced: --format needs
     -o, a name without a known suffix needs --format, -f still excludes -j, -o does

@@ -4,6 +4,8 @@ usage: py_profile.py split   a(), b(), c() call the same work() with 50k, 30k an
                              iterations: about 50/30/20 of the CPU. The target times its
                              own phases with time.thread_time() and prints them as JSON
                              when it ends (SIGTERM): the ground truth.
+       py_profile.py split-slow-b   the same after a "deploy" that makes b() 3x slower
+                             (90k iterations): about 31/56/13 (issue 27's diffs).
        py_profile.py deep    every pass walks one of 200 paths (8 levels of two
                              functions each, then plain recursion) to a stack of 25
                              frames, <module> included, and works at its end.
@@ -17,6 +19,7 @@ import sys
 import time
 
 spent = {"a": 0.0, "b": 0.0, "c": 0.0}
+B_ITERATIONS = 90000 if sys.argv[1:] == ["split-slow-b"] else 30000
 
 
 def work(n):
@@ -30,7 +33,7 @@ def a():
 
 
 def b():
-    return work(30000)
+    return work(B_ITERATIONS)
 
 
 def c():
@@ -89,4 +92,4 @@ def deep():
 signal.signal(signal.SIGTERM, stop)
 print("ready", flush=True)
 sys.stdin.readline()
-split() if sys.argv[1:] == ["split"] else deep()
+split() if sys.argv[1] in ("split", "split-slow-b") else deep()

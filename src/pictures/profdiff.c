@@ -1,0 +1,196 @@
+#define _GNU_SOURCE
+#include "profdiff.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* The length of frame p[0..len) without its line: "func (file:12)" → "func (file". */
+static size_t without_line(const char *p, size_t len)
+{
+	size_t i = len;
+
+	if (len < 4 || p[len - 1] != ')')
+		return len;
+	for (i = len - 1; i > 0 && p[i - 1] >= '0' && p[i - 1] <= '9'; i--)
+		;
+	if (i == len - 1 || i < 2 || p[i - 1] != ':')
+		return len;
+	/* the colon must be inside the last " (" */
+	for (size_t k = i - 1; k > 1; k--)
+		if (p[k - 1] == '(' && p[k - 2] == ' ')
+			return i - 1;
+	return len;
+}
+
+size_t profdiff_function(const char *frame, size_t len, char *buf, size_t size)
+{
+	size_t keep = without_line(frame, len);
+	size_t n = keep < len ? keep + 1 : len;
+
+	if (!size)
+		return 0;
+	if (n >= size)
+		n = size - 1;
+	memcpy(buf, frame, n < keep ? n : keep);
+	if (keep < len && n > keep)
+		buf[keep] = ')';
+	buf[n] = 0;
+	return n;
+}
+
+void profdiff_add(struct stackagg *out, const char *stack, size_t len, long long n)
+{
+	char *key = malloc(len + 1);
+	size_t k = 0;
+	struct stackagg_entry *e;
+
+	if (!key)
+		return;
+	for (size_t i = 0; i <= len;) {
+		size_t end = i;
+		while (end < len && stack[end] != ';')
+			end++;
+		k += profdiff_function(stack + i, end - i, key + k, end - i + 1);
+		if (end < len)
+			key[k++] = ';';
+		i = end + 1;
+	}
+	if ((e = stackagg_get(out, key, k)))
+		e->self += n;
+	free(key);
+}
+
+void profdiff_add_all(struct stackagg *out, const struct stackagg *in)
+{
+	for (size_t i = 0; i < in->n; i++)
+		profdiff_add(out, in->v[i].key, strlen(in->v[i].key), in->v[i].self);
+}
+
+int profdiff_read_folded(const char *path, struct stackagg *out)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	long long total = 0;
+	unsigned long lineno = 0;
+	int r = 0;
+
+	if (!f) {
+		log_error("--baseline %s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (r == 0 && (len = getline(&line, &cap, f)) > 0) {
+		char *blank, *end;
+		long long n;
+
+		lineno++;
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = 0;
+		blank = strrchr(line, ' ');
+		n = blank ? strtoll(blank + 1, &end, 10) : -1;
+		if (!blank || blank == line || !blank[1] || *end || n < 0 || memchr(line, 0, (size_t)len)) {
+			log_error("--baseline %s: line %lu is not \"stack count\": not folded stacks (-f, -o FILE.txt)",
+				  path, lineno);
+			r = -1;
+			break;
+		}
+		profdiff_add(out, line, (size_t)(blank - line), n);
+		total += n;
+	}
+	if (r == 0 && ferror(f)) {
+		log_error("--baseline %s: %s", path, strerror(errno));
+		r = -1;
+	}
+	if (r == 0 && total == 0) {
+		log_error("--baseline %s: no samples in it", path);
+		r = -1;
+	}
+	free(line);
+	fclose(f);
+	return r;
+}
+
+/* Per function, the samples it was on the stack of (once per stack); total: all samples. */
+static long long by_function(const struct stackagg *in, struct stackagg *funcs)
+{
+	long long total = 0;
+
+	for (size_t i = 0; i < in->n; i++) {
+		const char *p = in->v[i].key;
+
+		funcs->sample++;
+		total += in->v[i].self;
+		while (*p) {
+			const char *end = strchr(p, ';');
+			size_t len = end ? (size_t)(end - p) : strlen(p);
+			struct stackagg_entry *e = stackagg_get(funcs, p, len);
+			if (e && e->sample != funcs->sample) {
+				e->sample = funcs->sample;
+				e->total += in->v[i].self;
+			}
+			p += len + (end ? 1 : 0);
+		}
+	}
+	return total;
+}
+
+struct drow {
+	const char *name;
+	double before, after; /* percent */
+};
+
+static int by_change(const void *a, const void *b)
+{
+	const struct drow *x = a, *y = b;
+	double dx = x->after - x->before, dy = y->after - y->before;
+	double ax = dx < 0 ? -dx : dx, ay = dy < 0 ? -dy : dy;
+
+	if (ax != ay)
+		return ax < ay ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+int profdiff_write_text(FILE *f, const struct stackagg *before, const struct stackagg *after)
+{
+	struct stackagg fb, fa;
+	long long tb, ta;
+	struct drow *rows;
+	size_t n = 0;
+	int r = -1;
+
+	stackagg_init(&fb);
+	stackagg_init(&fa);
+	tb = by_function(before, &fb);
+	ta = by_function(after, &fa);
+	rows = calloc(fa.n + fb.n + 1, sizeof(*rows));
+	if (!rows)
+		goto out;
+	for (size_t i = 0; i < fa.n; i++) {
+		struct stackagg_entry *e = stackagg_get(&fb, fa.v[i].key, strlen(fa.v[i].key));
+		rows[n++] = (struct drow){ fa.v[i].key, e && tb ? 100.0 * (double)e->total / (double)tb : 0,
+					   ta ? 100.0 * (double)fa.v[i].total / (double)ta : 0 };
+	}
+	/* functions only in the baseline: their entries in fa were just made, with total 0 */
+	for (size_t i = 0; i < fb.n; i++) {
+		struct stackagg_entry *e = stackagg_get(&fa, fb.v[i].key, strlen(fb.v[i].key));
+		if (e && !e->total && fb.v[i].total)
+			rows[n++] = (struct drow){ fb.v[i].key, tb ? 100.0 * (double)fb.v[i].total / (double)tb : 0, 0 };
+	}
+	qsort(rows, n, sizeof(*rows), by_change);
+	fprintf(f, "# %lld samples before, %lld after; share of the samples with the function on the stack\n", tb,
+		ta);
+	fprintf(f, "%8s %8s %8s  %s\n", "BEFORE%", "AFTER%", "DELTA", "FUNCTION (FILE)");
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%7.2f%% %7.2f%% %+8.2f  %s\n", rows[i].before, rows[i].after, rows[i].after - rows[i].before,
+			rows[i].name);
+	r = ferror(f) ? -1 : 0;
+out:
+	free(rows);
+	stackagg_free(&fb);
+	stackagg_free(&fa);
+	return r;
+}

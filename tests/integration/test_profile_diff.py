@@ -1,0 +1,305 @@
+"""Stored profiles read back and differential profiles (issue 27).
+
+The arrangement: py_profile.py runs twice, split (v1) and then split-slow-b (v2, the
+"deploy" that makes b() 3x slower), each sampled by a pystack that writes the live folded stacks (-o FILE.txt,
+--lines: the stored stacks name the line that ran) and, in the same run, the rows of
+the real SQLite sink. Ground truths: the live files (the same samples), the target's
+own thread_time per function (the shares before and after), and the construction
+(functions on every stack are 100% on both sides).
+"""
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, TARGETS, Tool, run, tool_path
+
+PYTHON = "/usr/bin/python3.11"
+TARGET = os.path.join(TARGETS, "py_profile.py")
+MODE = {"v1": "split", "v2": "split-slow-b"}
+HZ = 999  # the target may get a fraction of a CPU here: enough samples for the tolerances
+SECONDS = 15
+DIFF_RE = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+([+-][\d.]+)\s+(.*) \((.*)\)$")
+
+
+def iso(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def sample(version, db, live):
+    """py_profile.py in VERSION's mode sampled for SECONDS: (its own timing, pystack's stderr)."""
+    target = subprocess.Popen([PYTHON, TARGET, MODE[version]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert target.stdout.readline().strip() == b"ready"
+        t = Tool("pystack", ["-p", str(target.pid), "-F", str(HZ), "-e", "fleet", "--lines", "-o", live,
+                             "--sqlite", db, "--profile-window", "1"], json_mode=False)
+        t.wait_ready(timeout=600)
+        target.stdin.write(b"go\n")
+        target.stdin.flush()
+        time.sleep(SECONDS)
+        t.proc.send_signal(signal.SIGINT)
+        target.send_signal(signal.SIGTERM)
+        out, _ = target.communicate(timeout=60)
+        t.stop()
+        assert t.returncode == 0, t.stderr[-2000:]
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    return json.loads(out.decode().strip().splitlines()[-1]), t.stderr
+
+
+@pytest.fixture(scope="module")
+def deploy(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("deploy")
+    db = str(tmp / "profiles.db")
+    out = {"db": db, "tmp": tmp, "truth": {}, "live": {}, "stderr": {}}
+    start = int(time.time())
+    for version in ("v1", "v2"):
+        live = str(tmp / ("live_%s.txt" % version))
+        out["truth"][version], out["stderr"][version] = sample(version, db, live)
+        out["live"][version] = live
+        if version == "v1":
+            # v1's windows (1 s, aligned) all begin before the boundary, v2's after it
+            boundary = int(time.time()) + 1
+            time.sleep(boundary + 0.2 - time.time())
+    out["range"] = {"v1": ["--since", iso(start), "--until", iso(boundary)], "v2": ["--since", iso(boundary)]}
+    out["boundary"] = iso(boundary)
+    return out
+
+
+def pystack(*args):
+    return run([tool_path("pystack")] + list(args), check=False, timeout=120)
+
+
+def from_db(deploy, version, *args):
+    res = pystack("--from", "sqlite:" + deploy["db"], "-e", "fleet", *(deploy["range"][version] + list(args)))
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def sorted_lines(text):
+    return sorted(line for line in text.splitlines() if line.strip())
+
+
+def shares(truth):
+    spent = sum(truth.values())
+    return {f: 100.0 * v / spent for f, v in truth.items()}
+
+
+def diff_rows(text):
+    """The text diff: [(function, before, after, delta)] in its order."""
+    rows = []
+    for line in text.splitlines():
+        m = DIFF_RE.match(line)
+        if m:
+            rows.append((m.group(4), float(m.group(1)), float(m.group(2)), float(m.group(3))))
+    return rows
+
+
+def test_from_reproduces_the_live_folded_stacks_exactly(deploy):
+    """--from -f on each run's stored rows prints the very lines the same run wrote with
+    -o FILE.txt."""
+    for version in ("v1", "v2"):
+        got = from_db(deploy, version, "-f").stdout
+        with open(deploy["live"][version]) as f:
+            live = f.read()
+        assert sorted_lines(got) == sorted_lines(live), (version, got, live)
+        total = sum(int(l.rsplit(" ", 1)[1]) for l in got.splitlines())
+        assert total > 1000, total
+    # -o FILE.txt from stored rows: the same lines too
+    out = str(deploy["tmp"] / "from_v2.txt")
+    from_db(deploy, "v2", "-o", out)
+    with open(out) as f, open(deploy["live"]["v2"]) as g:
+        assert sorted_lines(f.read()) == sorted_lines(g.read())
+
+
+def test_top_table_from_stored_rows_counts_the_stored_samples(deploy):
+    """The table of v2's stored rows: each function's TOTAL is the samples of the stored
+    stacks it is on, its OWN those it is the leaf of (the live file's stacks)."""
+    table = from_db(deploy, "v2").stdout
+    with open(deploy["live"]["v2"]) as f:
+        stacks = [(l.rsplit(" ", 1)[0].split(";"), int(l.rsplit(" ", 1)[1])) for l in f if l.strip()]
+    rows = {}
+    for line in table.splitlines()[1:]:
+        m = re.match(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\d+)\s+(\d+)\s+\d+\s+(\S+) \(", line)
+        assert m, line
+        rows[m.group(5)] = (int(m.group(3)), int(m.group(4)))
+    for func in ("a", "b", "c", "work", "split"):
+        own = sum(n for frames, n in stacks if frames[-1].startswith(func + " ("))
+        total = sum(n for frames, n in stacks if any(f.startswith(func + " (") for f in frames))
+        assert rows[func] == (own, total), (func, rows, table)
+
+
+def test_text_diff_names_the_slowed_function_first(deploy):
+    """-f against the stored v1 range: b() first, its change within 3 points of the
+    target's own timing; a() and c() (their shares fall as b's grows) within 3 points of
+    theirs; the functions on every stack unchanged within 1.5. The same against the
+    live v1 file as --baseline: the same samples, the same text."""
+    stored = pystack("--from", "sqlite:" + deploy["db"], "-e", "fleet", "--since", deploy["boundary"],
+                     "--baseline-until", deploy["boundary"], "-f")
+    assert stored.returncode == 0, stored.stderr
+    filed = from_db(deploy, "v2", "-f", "--baseline", deploy["live"]["v1"])
+    assert stored.stdout == filed.stdout
+    rows = diff_rows(stored.stdout)
+    before, after = shares(deploy["truth"]["v1"]), shares(deploy["truth"]["v2"])
+    true = {f: after[f] - before[f] for f in before}
+    print(stored.stdout, "true changes:", true)
+    assert rows[0][0] == "b", stored.stdout
+    got = {name: delta for name, _, _, delta in rows}
+    assert abs(got["b"] - true["b"]) <= 3, (got, true)
+    assert true["b"] > 15, true  # the deploy did triple b: from ~30% to ~56%
+    for f in ("a", "c"):
+        assert abs(got[f] - true[f]) <= 3, (f, got, true)
+    for f in ("<module>", "split", "work"):
+        assert abs(got[f]) <= 1.5, (f, got)
+    # sorted by the size of the change
+    assert [abs(d) for _, _, _, d in rows] == sorted((abs(d) for _, _, _, d in rows), reverse=True)
+    # before and after are the shares of each side's own total
+    for name, b, a, d in rows:
+        assert abs(a - b - d) <= 0.011, (name, b, a, d)
+
+
+def test_diff_svg_in_chromium(deploy):
+    """-o diff.svg: b's frame is red, a's and c's blue, each tooltip's numbers are the text
+    diff's; a call path only in the baseline is listed below the graph; a screenshot is
+    kept in the build's test-artifacts."""
+    from test_pictures import ARTIFACTS, svg_frames
+    baseline = str(deploy["tmp"] / "baseline_plus.txt")
+    shutil.copy(deploy["live"]["v1"], baseline)
+    with open(baseline) as f:
+        lines = [line.rsplit(" ", 1) for line in f if line.strip()]
+    total = sum(int(n) for _, n in lines)
+    # a function the deploy removed, called where the others are: 1% of the baseline
+    # (the others' shares barely move)
+    caller = ";".join(lines[0][0].split(";")[:2])
+    with open(baseline, "a") as f:
+        f.write("%s;retired (/srv/old.py:9) %d\n" % (caller, max(1, total // 100)))
+    svg = str(deploy["tmp"] / "diff.svg")
+    from_db(deploy, "v2", "-o", svg, "--baseline", baseline)
+    text = diff_rows(from_db(deploy, "v2", "-f", "--baseline", baseline).stdout)
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    shot = os.path.join(ARTIFACTS, "diff_flamegraph.png")
+    page, frames, full = svg_frames(svg, shot, "^b ", "b")
+
+    def frame(func):
+        return next(f for f in frames if f["label"].startswith(func + " ("))
+
+    def rgb(fill):
+        return tuple(int(fill[i:i + 2], 16) for i in (1, 3, 5))
+
+    r, g, b = rgb(frame("b")["fill"])
+    assert r == 255 and g < 150 and b < 150, frame("b")  # the largest growth: deep red
+    for func in ("a", "c"):
+        r, g, b = rgb(frame(func)["fill"])
+        assert b == 255 and r < 235 and g < 235, frame(func)
+    for name, before, after, delta in text:
+        func = name.split(" (")[0]
+        if func in ("a", "b", "c"):
+            m = re.search(r"before ([\d.]+)%, after ([\d.]+)%, difference ([+-][\d.]+) points",
+                          frame(func)["title"])
+            assert m, frame(func)
+            assert (float(m.group(1)), float(m.group(2)), float(m.group(3))) == (before, after, delta)
+    with open(svg) as f:
+        body = f.read()
+    assert "Only in the baseline" in body and "retired (/srv/old.py)" in body, body[-2000:]
+    assert os.path.getsize(shot) > 10000
+
+
+def test_bad_input_says_why_and_writes_nothing(deploy, tmp_path):
+    """An unknown table layout, an empty range, a baseline of the wrong kind: one line
+    saying why, exit 1 (2 for a usage error), and no -o file."""
+    out = str(tmp_path / "out.svg")
+    other = str(tmp_path / "other.db")
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE ebpf_py_stack_profile (env TEXT, host TEXT, time_us INTEGER)")
+    con.commit()
+    con.close()
+    speedscope = str(tmp_path / "p.speedscope.json")
+    with open(speedscope, "w") as f:
+        json.dump({"$schema": "https://www.speedscope.app/file-format-schema.json", "profiles": []}, f)
+    pprof = str(tmp_path / "p.pb.gz")
+    with gzip.open(pprof, "wb") as f:
+        f.write(b"\x0a\x02\x08\x01" * 8)
+    db = "sqlite:" + deploy["db"]
+    cases = [
+        (["--from", "sqlite:" + other, "-o", out], 1, "not the stored profile layout"),
+        (["--from", "sqlite:" + str(tmp_path / "none.db"), "-o", out], 1, "unable to open"),
+        (["--from", db, "--since", "2001-01-01", "--until", "2001-01-02", "-o", out], 1,
+         "no py_stack samples stored (env fleet, since 2001-01-01T00:00:00.000000Z, until 2001-01-02"),
+        (["--from", db, "-o", out, "--baseline", speedscope], 1, "not folded stacks"),
+        (["--from", db, "-o", out, "--baseline", pprof], 1, "not folded stacks"),
+        (["--from", db, "-o", out, "--baseline-since", "2001-01-01", "--baseline-until", "2001-01-02"], 1,
+         "no py_stack samples stored"),
+        (["--from", db, "-o", str(tmp_path / "out.pb.gz"), "--baseline", deploy["live"]["v1"]], 2,
+         "a difference is drawn as .svg or written as text"),
+        (["--from", "mysql://x", "-o", out], 2, "--from mysql://x: say sqlite:FILE"),
+        (["--from", db, "--since", "yesterday", "-o", out], 2, "--since 'yesterday'"),
+        (["--since", "-1h", "-o", out], 2, "need --from"),
+    ]
+    for args, code, message in cases:
+        res = pystack("-e", "fleet", *args)
+        assert res.returncode == code, (args, res.returncode, res.stderr)
+        errors = [l for l in res.stderr.splitlines() if "error" in l or message in l]
+        assert message in res.stderr and len(errors) == 1, (args, res.stderr)
+        assert res.stdout == "", (args, res.stdout)
+        assert not os.path.exists(out) and not os.path.exists(str(tmp_path / "out.pb.gz")), args
+
+
+def test_from_clickhouse_is_the_same_as_from_sqlite_and_live(tmp_path):
+    """One run into SQLite and ClickHouse at once: --from http://... (user tester, the
+    password from a file) prints the lines --from sqlite: prints, which are the run's
+    live -o FILE.txt; a diff of a profile against itself is all zeros; a wrong password
+    and a database without the tables are one clear message each, exit 1."""
+    from clickhouse_server import TESTER_PASSWORD, ClickHouse
+    server = ClickHouse(tmp_path / "clickhouse")
+    try:
+        db, live = str(tmp_path / "p.db"), str(tmp_path / "live.txt")
+        target = subprocess.Popen([PYTHON, TARGET, "split"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert target.stdout.readline().strip() == b"ready"
+            t = Tool("pystack", ["-p", str(target.pid), "-F", str(HZ), "-e", "ch", "--lines", "-o", live,
+                                 "--sqlite", db, "--clickhouse-url", server.url, "--ch-flush-interval", "1",
+                                 "--profile-window", "1"], json_mode=False)
+            t.wait_ready(timeout=600)
+            target.stdin.write(b"go\n")
+            target.stdin.flush()
+            time.sleep(8)
+            t.stop()
+            assert t.returncode == 0, t.stderr[-2000:]
+        finally:
+            target.kill()
+            target.wait()
+        pwfile = tmp_path / "pw"
+        pwfile.write_text(TESTER_PASSWORD + "\n")
+        auth = ["--clickhouse-user", "tester", "--clickhouse-password-file", str(pwfile)]
+        from_ch = pystack("--from", server.url, "-e", "ch", "-f", *auth)
+        assert from_ch.returncode == 0, from_ch.stderr
+        from_sqlite = pystack("--from", "sqlite:" + db, "-e", "ch", "-f")
+        assert from_sqlite.returncode == 0, from_sqlite.stderr
+        with open(live) as f:
+            live_lines = sorted_lines(f.read())
+        assert sorted_lines(from_ch.stdout) == sorted_lines(from_sqlite.stdout) == live_lines
+        assert sum(int(l.rsplit(" ", 1)[1]) for l in live_lines) > 300
+        # env and pid choose rows there too
+        assert pystack("--from", server.url, "-e", "other", "-f", *auth).returncode == 1
+        same = pystack("--from", server.url, "-e", "ch", "-f", "--baseline", live, *auth)
+        assert same.returncode == 0, same.stderr
+        rows = diff_rows(same.stdout)
+        assert rows and all(d == 0 for _, _, _, d in rows), same.stdout
+        wrong = pystack("--from", server.url, "-f", "--clickhouse-user", "tester", "--clickhouse-password", "x")
+        assert wrong.returncode == 1 and "refused user 'tester'" in wrong.stderr, wrong.stderr
+        assert wrong.stdout == ""
+        server.query("CREATE DATABASE empty")
+        layout = pystack("--from", server.url, "-f", "--clickhouse-database", "empty")
+        assert layout.returncode == 1 and "not the stored profile layout" in layout.stderr, layout.stderr
+        assert len(layout.stderr.strip().splitlines()) == 1 and layout.stdout == ""
+    finally:
+        server.close()
