@@ -2,8 +2,8 @@
 
 usage: py_profile.py split   a(), b(), c() call the same work() with 50k, 30k and 20k
                              iterations: about 50/30/20 of the CPU. The target times its
-                             own phases with time.thread_time() and prints them as JSON
-                             when it ends (SIGTERM): the ground truth.
+                             own phases with time.thread_time() (timed_callers.py) and
+                             prints them as JSON when it ends (SIGTERM): the ground truth.
        py_profile.py deep    every pass walks one of 200 paths (8 levels of two
                              functions each, then plain recursion) to a stack of 25
                              frames, <module> included, and works at its end.
@@ -11,12 +11,9 @@ usage: py_profile.py split   a(), b(), c() call the same work() with 50k, 30k an
 It prints "ready", then waits for a line on stdin before it starts working (and
 timing), so that a profiler attached before sees exactly the measured window.
 """
-import json
-import signal
 import sys
-import time
 
-spent = {"a": 0.0, "b": 0.0, "c": 0.0}
+from timed_callers import TimedCallers, serve
 
 
 def work(n):
@@ -35,11 +32,6 @@ def b():
 
 def c():
     return work(20000)
-
-
-def stop(signum, frame):
-    print(json.dumps(spent), flush=True)
-    sys.exit(0)
 
 
 BRANCH_LEVELS = 8
@@ -65,18 +57,8 @@ def right(level, path):
 
 
 def split():
-    clock = time.thread_time
-    while True:
-        t0 = clock()
-        a()
-        t1 = clock()
-        b()
-        t2 = clock()
-        c()
-        t3 = clock()
-        spent["a"] += t1 - t0
-        spent["b"] += t2 - t1
-        spent["c"] += t3 - t2
+    for call in timed.forever():
+        call()
 
 
 def deep():
@@ -86,7 +68,6 @@ def deep():
         i += 1
 
 
-signal.signal(signal.SIGTERM, stop)
-print("ready", flush=True)
-sys.stdin.readline()
+timed = TimedCallers([("a", a), ("b", b), ("c", c)])
+serve(timed, wait=True, restart=False)
 split() if sys.argv[1:] == ["split"] else deep()
