@@ -290,7 +290,8 @@ static int prepare(struct tracker *t)
 	t->text = pyhandoff_bpf_text;
 	if (t->common->print_ebpf)
 		return 0;
-	if (!pidwatch_init(&h->watch, t->common->pids, t->common->npids))
+	/* without -p every process of the host is traced: no pid to be left */
+	if (t->common->npids && !pidwatch_init(&h->watch, t->common->pids, t->common->npids))
 		return tracker_no_targets(t);
 	h->master = check_targets(&h->watch, h->children);
 	return 0;
