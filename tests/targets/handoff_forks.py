@@ -6,7 +6,7 @@ and answers each with one JSON line:
   live N    N child processes that each accept one connection and stay alive: their pids
   short N   N child processes that each accept one connection and exit: their pids
   end       kills the live children and reaps them: their pids
-  exit      kills the live children and exits)
+  exit      the same, then exits)
 
 Each child accepts from the listener the parent connects to on 127.0.0.1, so every
 child's accept() finds an ESTABLISHED connection: one accept_queue count each.
@@ -79,9 +79,8 @@ for line in sys.stdin:
         live.extend(pids)
     elif words[0] == "short":
         pids = spawn(int(words[1]), False)
-    elif words[0] == "end":
-        pids = end()
     else:
-        end()
-        break
+        pids = end()
     print(json.dumps(pids), flush=True)
+    if words[0] == "exit":
+        break
