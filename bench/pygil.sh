@@ -8,12 +8,11 @@
 # program on the futex tracepoints (BCC's Python bindings: it needs the kernel
 # headers bench/bcc_headers merges).
 set -eu
-build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/preamble"
 rounds=${PYGIL_BENCH_ROUNDS:-3}
 secs=${PYGIL_BENCH_SECONDS:-2}
-pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
-pyenv312=$(ls -d "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1)
+pyenv312=$(pyenv_python 3.12)
 # without headers bcc_headers exits, which would end this bench too: only the floor needs them
 if ls -d /usr/src/linux-headers-*-common >/dev/null 2>&1; then
 	. "$here/bcc_headers"

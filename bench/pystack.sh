@@ -4,11 +4,8 @@
 # Python workloads (1 and 4 threads, stack depth 30) while pystack samples them at
 # 99 Hz, over their throughput without, windows interleaved (pystack_bench.py says how).
 set -eu
-build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
-py=$(ls -d "$pyenv_root"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1)
-[ -n "$py" ] || py=/usr/bin/python3.11
+. "$here/preamble"
 # headers for profile-bpfcc only: pystack would use them too, and start slower
 . "$here/bcc_headers"
 export PROFILE_KERNEL_SOURCE="$BCC_KERNEL_SOURCE"

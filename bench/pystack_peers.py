@@ -36,11 +36,13 @@ import tempfile
 import threading
 import time
 
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "targets")
+# argv[1]: TARGETS, for its timed_callers module
 WORKLOAD = r'''
 import sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from timed_callers import TimedCallers
 DEPTH = 24
-loops = [0]
-spent = {"a": 0, "b": 0}
 def work(n):
     s = 0
     for i in range(n):
@@ -50,17 +52,10 @@ def a():
     return work(70000)
 def b():
     return work(30000)
+timed = TimedCallers([("a", a), ("b", b)], clock=time.thread_time_ns)
 def bottom():
-    clock = time.thread_time_ns
-    while True:
-        t0 = clock()
-        a()
-        t1 = clock()
-        b()
-        t2 = clock()
-        spent["a"] += t1 - t0
-        spent["b"] += t2 - t1
-        loops[0] += 1
+    for call in timed.forever():
+        call()
 # DEPTH - 2 distinct functions above bottom() and the thread's own frame
 N = DEPTH - 2
 exec("".join("def f%d():\n    return f%d()\n" % (k, k + 1) for k in range(N - 1))
@@ -69,13 +64,13 @@ threading.Thread(target=f0, daemon=True).start()
 print("ready", flush=True)
 while True:
     time.sleep(0.2)
-    print(time.monotonic(), loops[0], time.process_time(), spent["a"], spent["b"], flush=True)
+    print(time.monotonic(), timed.loops, time.process_time(), timed.spent["a"], timed.spent["b"], flush=True)
 '''
 
 
 class Workload:
     def __init__(self, py):
-        self.proc = subprocess.Popen(py + ["-c", WORKLOAD], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(py + ["-c", WORKLOAD, TARGETS], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "ready"
         self.samples, self.lock = [], threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()

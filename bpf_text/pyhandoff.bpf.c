@@ -49,6 +49,7 @@ struct queued {
 BPF_TABLE("lru_hash", struct fd_key, struct queued, pending, 65536);
 /* child sockets that are ESTABLISHED and not yet accepted: sock address -> time */
 BPF_TABLE("lru_hash", u64, u64, established, 65536);
+/* live processes only: an exiting one's counts go out as a handoff_proc_exit record */
 BPF_HASH(procs, u32, struct handoff_proc_counts, 4096);
 /* --children: processes forked by a traced process (and theirs), while they live */
 BPF_HASH(children, u32, u8, 4096);
@@ -70,7 +71,10 @@ static __always_inline struct handoff_proc_counts *proc_counts(u32 tgid)
 	if (c)
 		return c;
 	procs.insert(&tgid, &zero);
-	return procs.lookup(&tgid);
+	c = procs.lookup(&tgid);
+	if (!c)
+		counter_add(HANDOFF_CNT_PROCS_FULL, 1);
+	return c;
 }
 
 static __always_inline bool file_is_socket(u64 file)
@@ -307,6 +311,31 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
 	return 0;
 }
 
+/*
+ * A process ended: its counts go out (the map keeps live processes only), and with
+ * --children it is no longer followed.
+ */
+TRACEPOINT_PROBE(sched, sched_process_exit)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct handoff_proc_exit e = { .pid = tgid };
+	struct handoff_proc_counts *c;
+
+	if (!args->group_dead)
+		return 0;
+#ifdef FOLLOW_CHILDREN
+	if (children.delete(&tgid) == 0)
+		counter_add(HANDOFF_CNT_CHILDREN_EXITED, 1);
+#endif
+	c = procs.lookup(&tgid);
+	if (!c)
+		return 0;
+	e.counts = *c;
+	emit_event(args, &e, sizeof(e)); /* one that does not fit is counted as lost */
+	procs.delete(&tgid);
+	return 0;
+}
+
 #ifdef FOLLOW_CHILDREN
 /* A traced process forked: follow the new process (not new threads: tgid != pid). */
 RAW_TRACEPOINT_PROBE(sched_process_fork)
@@ -319,15 +348,6 @@ RAW_TRACEPOINT_PROBE(sched_process_fork)
 		return 0;
 	if (children.update(&tgid, &one))
 		counter_add(HANDOFF_CNT_CHILDREN_FULL, 1);
-	return 0;
-}
-
-TRACEPOINT_PROBE(sched, sched_process_exit)
-{
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	if (args->group_dead && children.delete(&tgid) == 0)
-		counter_add(HANDOFF_CNT_CHILDREN_EXITED, 1);
 	return 0;
 }
 #endif

@@ -38,7 +38,10 @@ struct handoff_event {
 	char main_comm[16];
 };
 
-/* Per process: which server model its syscalls showed (read at exit from "procs"). */
+/*
+ * Per process: which server model its syscalls showed, in "procs" while the process
+ * lives (read at the end), then in a handoff_proc_exit record.
+ */
 struct handoff_proc_counts {
 	__u64 handoffs;       /* queued in one thread, first read in another */
 	__u64 same_thread;    /* queued and first read by the same thread: no handoff */
@@ -47,9 +50,22 @@ struct handoff_proc_counts {
 	__u64 closes;         /* handed to another thread whose first read got end of file */
 };
 
+/*
+ * A process with counts exited: its entry leaves "procs" (which holds live processes
+ * only, so that exited workers never fill it) and its counts come in the ring buffer
+ * with the events, told apart by their size.
+ */
+struct handoff_proc_exit {
+	__u32 pid;
+	__u32 pad;
+	struct handoff_proc_counts counts;
+};
+
 /* The program's counters (pyebpf.h): things that did not go as planned. */
 #define HANDOFF_COUNTERS(X)                                                                  \
 	X(HANDOFF_CNT_MAP_FULL, "map_full", "waits not followed because a tracking map was full") \
+	X(HANDOFF_CNT_PROCS_FULL, "procs_full",                                                 \
+	  "counts in no handoff_process record: 4096 live processes had counts already")         \
 	X(HANDOFF_CNT_CHILDREN_FULL, "children_not_followed",                                   \
 	  "--children: new child processes that could not be followed")                          \
 	X(HANDOFF_CNT_CHILDREN_EXITED, "children_exited", "--children: followed children that exited")

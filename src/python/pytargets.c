@@ -417,12 +417,11 @@ int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog)
 	return r;
 }
 
-int pytargets_start(struct pytargets *ts, struct bpfprog *walker, bool children)
+int pytargets_start(struct pytargets *ts, struct bpfprog *walker)
 {
 	if (walker && pytargets_set_walker(ts, walker))
 		return -1;
-	ts->children = children;
-	if (children)
+	if (ts->children)
 		pytargets_add_children(ts);
 	ts->next_children_ns = ts->next_exits_ns = time_mono_ns() + 1000000000ull;
 	return 0;

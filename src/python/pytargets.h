@@ -38,7 +38,7 @@ struct pytarget {
 struct pytargets {
 	/* Settings, before the first target. */
 	int max;                /* targets kept at most */
-	bool children;          /* pytargets_refresh adds the targets' new descendants */
+	bool children;          /* --children: the targets' descendants are followed (pytargets_start) */
 	bool all;               /* pytargets_refresh adds every new process of the host (unwatched) */
 	bool lazy;              /* pytargets_get opens a process it has not seen */
 	bool announce;          /* says "pid N: CPython 3.X.Y (source) in PATH" for each CPython added */
@@ -140,11 +140,11 @@ int pytargets_set_walker(struct pytargets *ts, struct bpfprog *prog);
 
 /*
  * A tracker's start, its program compiled: walker (NULL: no stacks are walked) gets
- * every CPython target's layout (pytargets_set_walker), with children the targets'
+ * every CPython target's layout (pytargets_set_walker), with ts->children the targets'
  * descendants are added now and later, and pytargets_refresh looks first a second from
  * now. 0, or -1 as pytargets_set_walker.
  */
-int pytargets_start(struct pytargets *ts, struct bpfprog *walker, bool children);
+int pytargets_start(struct pytargets *ts, struct bpfprog *walker);
 
 /*
  * The -D options of a Python tracker's program: pyebpf.bpf.h's (FILTER_PIDS only with

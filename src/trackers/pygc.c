@@ -120,7 +120,7 @@ struct pygc {
 	struct tracker base;
 	double min_ms;
 	int generation; /* -1: all */
-	bool stack, children;
+	bool stack;
 	bool system_wide;
 	struct pyhook_plan *hooks;
 	char *text; /* the BPF text with the plan's USDT entry functions */
@@ -156,7 +156,7 @@ static int option(struct tracker *t, int id, const char *arg)
 		g->stack = true;
 		return 0;
 	case OPT_CHILDREN:
-		g->children = true;
+		g->targets.children = true;
 		return 0;
 	case OPT_OUTPUT:
 		g->stack = true; /* the picture is of the stacks */
@@ -174,7 +174,7 @@ static int option(struct tracker *t, int id, const char *arg)
 
 static int check(struct tracker *t)
 {
-	if (((struct pygc *)t)->children && !t->common->npids)
+	if (((struct pygc *)t)->targets.children && !t->common->npids)
 		return opts_usage_error("--children needs -p (the parent processes to follow)");
 	return profile_check(&((struct pygc *)t)->out);
 }
@@ -320,7 +320,7 @@ static bool keep_target(void *ctx, struct pyproc *py)
 static int plan_hooks(struct pygc *g)
 {
 	const struct common_opts *c = g->base.common;
-	const struct pyhook_planner planner = { plan_binary, keep_target, g, false, g->children };
+	const struct pyhook_planner planner = { plan_binary, keep_target, g, false, g->targets.children };
 	int n;
 
 	if (!g->system_wide) {
@@ -350,7 +350,6 @@ static int prepare(struct tracker *t)
 	g->system_wide = t->common->npids == 0;
 	/* system-wide: a process is opened on its first collection (stacks from its next one) */
 	g->targets.lazy = g->system_wide;
-	g->targets.children = g->children;
 	if (!(g->hooks = pyhooks_new()) || plan_hooks(g))
 		return -1;
 	if (!t->common->print_ebpf && pyhooks_count(g->hooks) && bpfprog_check_uprobe_caps())
@@ -494,7 +493,7 @@ static int start(struct tracker *t)
 		return -1;
 	if (g->stack && pytargets_set_walker(&g->targets, p))
 		return -1;
-	if (g->children)
+	if (g->targets.children)
 		pytargets_add_children(&g->targets);
 	/*
 	 * A wakeup per record costs the collecting thread an IPI (a third of pygc's cost

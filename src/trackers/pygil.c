@@ -174,7 +174,7 @@ struct pygil {
 	struct tracker base;
 	double min_wait_ms, py_min_ms;
 	double interval_s;
-	bool children, folded, stacks;
+	bool folded, stacks;
 	enum pygil_hook hook;
 	struct pyhook_plan *hooks;
 	char *text;
@@ -221,7 +221,7 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_INTERVAL:
 		return opts_parse_seconds("interval", arg, &g->interval_s);
 	case OPT_CHILDREN:
-		g->children = true;
+		g->targets.children = true;
 		return 0;
 	case OPT_NO_STACKS:
 		g->stacks = false;
@@ -286,7 +286,7 @@ static int plan_binary(void *ctx, struct pyhook_plan *plan, const struct pyhook_
 {
 	struct pygil *g = ctx;
 
-	return pygil_hooks_plan(g->hook, g->children, plan, t, how, howlen);
+	return pygil_hooks_plan(g->hook, g->targets.children, plan, t, how, howlen);
 }
 
 static bool keep_target(void *ctx, struct pyproc *py)
@@ -300,7 +300,7 @@ static int prepare(struct tracker *t)
 {
 	struct pygil *g = (struct pygil *)t;
 	const struct common_opts *c = t->common;
-	const struct pyhook_planner planner = { plan_binary, keep_target, g, false, g->children };
+	const struct pyhook_planner planner = { plan_binary, keep_target, g, false, g->targets.children };
 	int n;
 
 	if (build_cflags(g))
@@ -308,7 +308,6 @@ static int prepare(struct tracker *t)
 	t->text = pygil_bpf_text;
 	if (c->print_ebpf)
 		return 0;
-	g->targets.children = g->children;
 	if (!(g->hooks = pyhooks_new()) || (n = pyhooks_plan_pids(g->hooks, c->pids, c->npids, &planner)) < 0)
 		return -1;
 	g->targets.skipped = (unsigned long long)(c->npids - n);
@@ -641,9 +640,9 @@ static int start(struct tracker *t)
 	}
 	g->targets.forget_map = bpfprog_table_fd(p, "gil_targets");
 	configure_targets(g);
-	if (pytargets_start(&g->targets, g->stacks ? p : NULL, g->children))
+	if (pytargets_start(&g->targets, g->stacks ? p : NULL))
 		return -1;
-	if (g->children)
+	if (g->targets.children)
 		configure_targets(g);
 	/* woken per 16 records, read every poll: the holder samples want a tick about every 5 ms */
 	t->poll_ms = SAMPLE_MS;

@@ -119,6 +119,8 @@ static const struct field summary_fields[] = {
 	  .meaning = "eof records: clients' closes handed over, in no statistics" },
 	{ .name = "waits_untabled", .type = FIELD_INT,
 	  .meaning = "waits of processes past the 1024th (process, kind): in no handoff_latency record" },
+	{ .name = "processes_untabled", .type = FIELD_INT,
+	  .meaning = "processes that exited past the 1024th with counts: in no handoff_process record" },
 	FIELD_LOST,
 	FIELD_MISSED,
 	HANDOFF_COUNTERS(PYEBPF_COUNTER_FIELD)
@@ -152,6 +154,9 @@ struct pyhandoff {
 	struct waits *waits;    /* MAX_WAITS at most (30 KB each): workers come and go for weeks */
 	size_t nwaits, capwaits;
 	unsigned long long untabled; /* waits of the (pid, kind)s past MAX_WAITS */
+	struct handoff_proc_exit *exited; /* the counts of processes that exited, MAX_EXITED at most */
+	size_t nexited, capexited;
+	unsigned long long exited_untabled; /* processes that exited past MAX_EXITED */
 	struct pytargets named; /* every process seen in an event: its Python thread names */
 	struct pidwatch watch;  /* the -p processes */
 	pid_t master;           /* a -p pid whose workers --children would follow, else 0 */
@@ -285,7 +290,8 @@ static int prepare(struct tracker *t)
 	t->text = pyhandoff_bpf_text;
 	if (t->common->print_ebpf)
 		return 0;
-	if (!pidwatch_init(&h->watch, t->common->pids, t->common->npids))
+	/* without -p every process of the host is traced: no pid to be left */
+	if (t->common->npids && !pidwatch_init(&h->watch, t->common->pids, t->common->npids))
 		return tracker_no_targets(t);
 	h->master = check_targets(&h->watch, h->children);
 	return 0;
@@ -313,7 +319,7 @@ static const char *via_name(unsigned via)
 	return via < sizeof(names) / sizeof(names[0]) ? names[via] : "?";
 }
 
-enum { MAX_WAITS = 1024 };
+enum { MAX_WAITS = 1024, MAX_EXITED = 1024 };
 
 static struct waits *waits_of(struct pyhandoff *h, __u32 pid, int accept_queue, const char *comm)
 {
@@ -401,9 +407,34 @@ static void emit(struct pyhandoff *h, const struct handoff_event *ev)
 		h->printed++;
 }
 
+/* A process's counts at its exit, kept for its handoff_process record at the end. */
+static void keep_exited(struct pyhandoff *h, const struct handoff_proc_exit *e)
+{
+	if (h->nexited == MAX_EXITED) {
+		h->exited_untabled++;
+		return;
+	}
+	if (h->nexited == h->capexited) {
+		size_t cap = h->capexited ? h->capexited * 2 : 16;
+		struct handoff_proc_exit *ne = realloc(h->exited, cap * sizeof(*ne));
+		if (!ne) {
+			h->exited_untabled++;
+			return;
+		}
+		h->exited = ne;
+		h->capexited = cap;
+	}
+	h->exited[h->nexited++] = *e;
+}
+
+_Static_assert(sizeof(struct handoff_proc_exit) < sizeof(struct handoff_event),
+	       "the ring buffer's two records are told apart by their size");
+
 static void on_event(void *ctx, void *data, int size)
 {
-	if (size >= (int)sizeof(struct handoff_event))
+	if (size == (int)sizeof(struct handoff_proc_exit))
+		keep_exited(ctx, data);
+	else if (size >= (int)sizeof(struct handoff_event))
 		emit(ctx, data);
 }
 
@@ -425,9 +456,10 @@ static int attach_all(struct bpfprog *p, bool children)
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_exit_epoll_ctl") ||
 	    bpfprog_attach_tracepoint(p, "syscalls", "sys_enter_epoll_ctl"))
 		return -1;
-	if (children &&
-	    (bpfprog_attach_raw_tracepoint(p, "raw_tracepoint__sched_process_fork", "sched_process_fork") ||
-	     bpfprog_attach_tracepoint(p, "sched", "sched_process_exit")))
+	/* where the counts of a process leave the map, before they are begun */
+	if (bpfprog_attach_tracepoint(p, "sched", "sched_process_exit"))
+		return -1;
+	if (children && bpfprog_attach_raw_tracepoint(p, "raw_tracepoint__sched_process_fork", "sched_process_fork"))
 		return -1;
 	return 0;
 }
@@ -460,7 +492,26 @@ static const char *model_name(const struct handoff_proc_counts *c)
 	return "unknown";
 }
 
-/* Per process: the server model its syscalls showed, and its counts. */
+static void report_process(struct pyhandoff *h, __u32 pid, const char *comm, const struct handoff_proc_counts *c)
+{
+	json_t *sum = json_object();
+
+	json_set_str(sum, "metric", process_schema.metric);
+	json_set_int(sum, "pid", pid);
+	json_set_str(sum, "comm", comm);
+	json_set_str(sum, "model", model_name(c));
+	json_set_int(sum, "handoffs", (json_int_t)c->handoffs);
+	json_set_int(sum, "same_thread_reads", (json_int_t)c->same_thread);
+	json_set_int(sum, "accept_queue", (json_int_t)c->accepts);
+	json_set_int(sum, "fd_reused", (json_int_t)c->stale);
+	json_set_int(sum, "client_closes", (json_int_t)c->closes);
+	sink_result_titled(h->base.sink, &process_schema, "process", sum);
+}
+
+/*
+ * Per process (those alive at the end, then those that exited): the server model its
+ * syscalls showed, and its counts.
+ */
 static int report_processes(struct pyhandoff *h)
 {
 	int fd = bpfprog_table_fd(h->base.prog, "procs");
@@ -470,26 +521,16 @@ static int report_processes(struct pyhandoff *h)
 	int procs = 0;
 
 	while (fd >= 0 && bpf_get_next_key(fd, prev, &next) == 0) {
-		json_t *sum;
-
 		key = next;
 		prev = &key;
 		if (bpf_lookup_elem(fd, &key, &c))
 			continue;
 		procs++;
-		sum = json_object();
-		json_set_str(sum, "metric", process_schema.metric);
-		json_set_int(sum, "pid", key);
-		json_set_str(sum, "comm", procinfo_comm((pid_t)key, (pid_t)key, comm, sizeof(comm)) ? "?" : comm);
-		json_set_str(sum, "model", model_name(&c));
-		json_set_int(sum, "handoffs", (json_int_t)c.handoffs);
-		json_set_int(sum, "same_thread_reads", (json_int_t)c.same_thread);
-		json_set_int(sum, "accept_queue", (json_int_t)c.accepts);
-		json_set_int(sum, "fd_reused", (json_int_t)c.stale);
-		json_set_int(sum, "client_closes", (json_int_t)c.closes);
-		sink_result_titled(h->base.sink, &process_schema, "process", sum);
+		report_process(h, key, procinfo_comm((pid_t)key, (pid_t)key, comm, sizeof(comm)) ? "?" : comm, &c);
 	}
-	return procs;
+	for (size_t i = 0; i < h->nexited; i++, procs++)
+		report_process(h, h->exited[i].pid, "?", &h->exited[i].counts);
+	return procs + (int)h->exited_untabled;
 }
 
 static int by_pid_then_kind(const void *a, const void *b)
@@ -552,6 +593,7 @@ static void finish(struct tracker *t)
 	json_set_int(sum, "printed", (json_int_t)h->printed);
 	json_set_int(sum, "client_closes", (json_int_t)h->closes);
 	json_set_int(sum, "waits_untabled", (json_int_t)h->untabled);
+	json_set_int(sum, "processes_untabled", (json_int_t)h->exited_untabled);
 	record_set_targets(sum, h->watch.skipped,
 			   h->watch.exits + bpfprog_table_sum_u64(t->prog, "counters", HANDOFF_CNT_CHILDREN_EXITED));
 	summary_end(t, &summary_schema, sum, 0);
@@ -564,6 +606,7 @@ static void destroy(struct tracker *t)
 	for (size_t i = 0; i < h->nwaits; i++)
 		free(h->waits[i].hist);
 	free(h->waits);
+	free(h->exited);
 	pytargets_free(&h->named);
 }
 

@@ -168,7 +168,7 @@ struct pyloop {
 	struct tracker base;
 	unsigned long min_ms, freq;
 	double interval_s;
-	bool children, folded, no_stacks;
+	bool folded, no_stacks;
 	struct profile_out out;
 	struct stackagg profile;  /* -o: the run's stall stacks (self: stalls, total: ns) */
 	struct stackagg folded_agg; /* -f: since the last report */
@@ -205,7 +205,7 @@ static int option(struct tracker *t, int id, const char *arg)
 
 	switch (id) {
 	case OPT_CHILDREN:
-		o->children = true;
+		o->targets.children = true;
 		return 0;
 	case OPT_MIN_MS:
 		return opts_parse_ulong("min-ms", arg, 1, 86400000, &o->min_ms);
@@ -289,7 +289,6 @@ static int prepare(struct tracker *t)
 	cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	t->text = pyloop_bpf_text;
 	o->hist_direct = fine_index_is_lathist();
-	o->targets.children = o->children;
 	if (!t->common->print_ebpf &&
 	    !pytargets_add_pids(&o->targets, t->common->pids, t->common->npids, PYTARGETS_ANY,
 				o->no_stacks ? NULL : "its stalls have no Python stacks"))
@@ -592,7 +591,7 @@ static int start(struct tracker *t)
 	struct bpfprog *p = t->prog;
 	char tp[64];
 
-	if (pytargets_start(&o->targets, o->no_stacks ? NULL : p, o->children))
+	if (pytargets_start(&o->targets, o->no_stacks ? NULL : p))
 		return -1;
 	if (pytargets_set_pid_map(&o->targets, p, "target_pids"))
 		return -1;

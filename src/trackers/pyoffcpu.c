@@ -154,7 +154,7 @@ struct pyoffcpu {
 	unsigned long min_ms, py_min_ms, max_depth;
 	double interval_s;
 	unsigned state_mask; /* prev_state bits wanted, 0: any */
-	bool children, folded, no_py;
+	bool folded, no_py;
 	bool per_task;            /* folded in userspace from the records, under their tasks */
 	struct stackagg task_agg; /* --per-task -f: since the last report (self: periods, total: ns) */
 	struct profile_out out;   /* -o: the folded table's sums of the whole run */
@@ -187,7 +187,7 @@ static int option(struct tracker *t, int id, const char *arg)
 
 	switch (id) {
 	case OPT_CHILDREN:
-		o->children = true;
+		o->targets.children = true;
 		return 0;
 	case OPT_MIN_MS:
 		return opts_parse_ulong("min-ms", arg, 0, 86400000, &o->min_ms);
@@ -273,7 +273,6 @@ static int prepare(struct tracker *t)
 		cflags_add(cf, "-DPYEBPF_RINGBUF_PAGES=%d", RING_PAGES);
 	}
 	t->text = pyoffcpu_bpf_text;
-	o->targets.children = o->children;
 	if (!t->common->print_ebpf &&
 	    !pytargets_add_pids(&o->targets, t->common->pids, t->common->npids, PYTARGETS_ANY,
 				o->no_py ? NULL : "its py_stack stays empty (kernel and user stacks are still taken)"))
@@ -502,7 +501,7 @@ static int start(struct tracker *t)
 	struct bpfprog *p = t->prog;
 
 	o->syms = symbols_open(0);
-	if (!o->syms || pytargets_start(&o->targets, o->no_py ? NULL : p, o->children))
+	if (!o->syms || pytargets_start(&o->targets, o->no_py ? NULL : p))
 		return -1;
 	if (pytargets_set_pid_map(&o->targets, p, "target_pids"))
 		return -1;

@@ -179,7 +179,7 @@ struct pystack {
 	struct tracker base;
 	unsigned long freq, max_depth;
 	double interval_s;
-	bool children, folded, per_thread, lines, top;
+	bool folded, per_thread, lines, top;
 	bool async, per_task;
 	struct pytasks_snapshot tasks; /* --async: the last read of a process's tasks */
 	uint64_t next_async_ns;
@@ -235,7 +235,7 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_MAX_DEPTH:
 		return opts_parse_ulong("max-depth", arg, 1, PYWALK_DEPTH_LIMIT, &ps->max_depth);
 	case OPT_CHILDREN:
-		ps->children = true;
+		ps->targets.children = true;
 		return 0;
 	case OPT_FOLDED:
 		ps->folded = true;
@@ -287,7 +287,7 @@ static int check_stored(struct pystack *ps)
 
 	if (!ps->from.source && (ps->from.host || ps->from.since_us >= 0 || ps->from.until_us >= 0 || range))
 		return opts_usage_error("--host, --since, --until and --baseline-since/-until need --from");
-	if (ps->from.source && (ps->top || ps->children || ps->async || ps->interval_s))
+	if (ps->from.source && (ps->top || ps->targets.children || ps->async || ps->interval_s))
 		return opts_usage_error("--from draws stored samples: not with --top, --children, --async or -i");
 	if (ps->from.source && sinkopts_any_database(c->sink))
 		return opts_usage_error("--from reads a database: not with --sqlite or --clickhouse-url");
@@ -318,7 +318,7 @@ static int check(struct tracker *t)
 	struct pystack *ps = (struct pystack *)t;
 	const struct common_opts *c = t->common;
 
-	if (ps->children && c->npids == 0)
+	if (ps->targets.children && c->npids == 0)
 		return opts_usage_error("--children needs -p (the parent processes to follow)");
 	if (check_stored(ps))
 		return -1;
@@ -355,7 +355,6 @@ static int prepare(struct tracker *t)
 	t->text = pystack_bpf_text;
 	if (t->common->print_ebpf)
 		return 0;
-	ps->targets.children = ps->children;
 	if (t->common->npids &&
 	    !pytargets_add_pids(&ps->targets, t->common->pids, t->common->npids, PYTARGETS_CPYTHON, NULL))
 		return tracker_no_targets(t);
@@ -651,7 +650,7 @@ static int start(struct tracker *t)
 	if (ps->from.source)
 		return read_stored(ps);
 
-	if (pytargets_start(&ps->targets, p, ps->children))
+	if (pytargets_start(&ps->targets, p))
 		return -1;
 	if (ps->targets.all)
 		snprintf(t->banner, sizeof(t->banner),

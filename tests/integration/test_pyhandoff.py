@@ -478,3 +478,64 @@ def test_master_without_children_suggests_them(run_tool, servers, tmp_path):
     time.sleep(0.5)
     again.stop()
     assert "worker children" not in again.stderr and len(handoffs(again.events(), {worker})) == 1
+
+
+PROCS_MAX = 4096  # the kernel's table of per-process counts (procs in bpf_text/pyhandoff.bpf.c)
+EXITED_MAX = 1024  # the exited processes whose counts pyhandoff keeps (MAX_EXITED)
+
+
+def test_exited_processes_leave_the_table_and_what_does_not_fit_is_counted(run_tool):
+    """Host-wide, a process that accepted has an entry in the kernel's table of counts
+    while it lives. 4,300 of them alive at once overflow it: the counts that did not
+    fit are procs_full. After they and 2,000 short-lived ones exit, 300 new ones all
+    fit (the exited left the table); the exited are handoff_process records up to
+    1,024 and processes_untabled beyond. Every child accepted exactly one connection
+    (the target's own count), so each is in a record, untabled or counted as dropped."""
+    n_live, n_short, n_last = 4300, 2000, 300
+    target = subprocess.Popen([PY, os.path.join(TARGETS, "handoff_forks.py")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+
+    def ask(command):
+        target.stdin.write(command + "\n")
+        target.stdin.flush()
+        return json.loads(target.stdout.readline())
+
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        tool = run_tool(TOOL)
+        live = ask("live %d" % n_live)
+        ended = ask("end")
+        short = ask("short %d" % n_short)
+        last = ask("live %d" % n_last)
+        time.sleep(0.5)  # a ring-buffer read (every 50 ms) takes the last exits' counts
+        tool.stop()
+        ask("exit")
+        target.wait(timeout=30)
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    assert tool.returncode == 0, tool.stderr[-2000:]
+    assert sorted(live) == sorted(ended) and len(set(live + short + last)) == n_live + n_short + n_last
+    summary = tool.summary()
+    records = tool.events("handoff_process")
+    print("summary:", summary, "records:", len(records))
+    assert summary["lost"] == 0, summary
+    # the 4,300 alive together: at least 204 had no room (other processes of the host may
+    # hold entries too, so more may miss it)
+    assert summary["procs_full"] >= n_live - PROCS_MAX, summary
+    # all 300 of the last wave found room, alive at the end: their counts from the table
+    # (pids may come round again in 6,600 forks: an exited process's record has comm "?")
+    alive = {r["pid"]: r for r in records if r["comm"] != "?"}
+    for pid in last:
+        r = alive[pid]
+        assert r["accept_queue"] == 1 and r["model"] == "unknown", r
+    # the exited: records up to the bound, the rest counted
+    exited = [r for r in records if r["comm"] == "?"]
+    assert len(exited) <= EXITED_MAX and len(records) <= PROCS_MAX + EXITED_MAX, (len(exited), len(records))
+    mine = [r for r in exited if r["pid"] in set(live + short)]
+    assert all(r["accept_queue"] == 1 for r in mine), [r for r in mine if r["accept_queue"] != 1][:5]
+    # each child of the first two waves: its record, untabled, or its one count dropped
+    assert len(mine) + summary["processes_untabled"] + summary["procs_full"] >= n_live + n_short, summary
+    # at least the 2,000 short-lived ones had room, and exited: past 1,024 untabled
+    assert summary["processes_untabled"] >= n_short - EXITED_MAX, summary

@@ -2,8 +2,8 @@
 
 usage: py_profile.py split   a(), b(), c() call the same work() with 50k, 30k and 20k
                              iterations: about 50/30/20 of the CPU. The target times its
-                             own phases with time.thread_time() and prints them as JSON
-                             when it ends (SIGTERM): the ground truth.
+                             own phases with time.thread_time() (timed_callers.py) and
+                             prints them as JSON when it ends (SIGTERM): the ground truth.
        py_profile.py split-slow-b   the same after a "deploy" that makes b() 3x slower
                              (90k iterations): about 31/56/13 (issue 27's diffs).
        py_profile.py deep    every pass walks one of 200 paths (8 levels of two
@@ -13,12 +13,10 @@ usage: py_profile.py split   a(), b(), c() call the same work() with 50k, 30k an
 It prints "ready", then waits for a line on stdin before it starts working (and
 timing), so that a profiler attached before sees exactly the measured window.
 """
-import json
-import signal
 import sys
-import time
 
-spent = {"a": 0.0, "b": 0.0, "c": 0.0}
+from timed_callers import TimedCallers, serve
+
 B_ITERATIONS = 90000 if sys.argv[1:] == ["split-slow-b"] else 30000
 
 
@@ -38,11 +36,6 @@ def b():
 
 def c():
     return work(20000)
-
-
-def stop(signum, frame):
-    print(json.dumps(spent), flush=True)
-    sys.exit(0)
 
 
 BRANCH_LEVELS = 8
@@ -68,18 +61,8 @@ def right(level, path):
 
 
 def split():
-    clock = time.thread_time
-    while True:
-        t0 = clock()
-        a()
-        t1 = clock()
-        b()
-        t2 = clock()
-        c()
-        t3 = clock()
-        spent["a"] += t1 - t0
-        spent["b"] += t2 - t1
-        spent["c"] += t3 - t2
+    for call in timed.forever():
+        call()
 
 
 def deep():
@@ -89,7 +72,6 @@ def deep():
         i += 1
 
 
-signal.signal(signal.SIGTERM, stop)
-print("ready", flush=True)
-sys.stdin.readline()
+timed = TimedCallers([("a", a), ("b", b), ("c", c)])
+serve(timed, wait=True, restart=False)
 split() if sys.argv[1] in ("split", "split-slow-b") else deep()

@@ -1,6 +1,7 @@
 """pystack target: a() and b() call the same work() with 70k and 30k iterations, so
 about 70% of the CPU goes to a() and 30% to b(). The target measures its own split
-with time.thread_time() and prints it as JSON when it ends (SIGTERM): the ground truth.
+with time.thread_time() (timed_callers.py) and prints it as JSON when it ends
+(SIGTERM): the ground truth.
 SIGUSR1 restarts the measurement, so that it can cover the same window as a profiler
 (the split drifts by a few points with the machine's load).
 
@@ -8,12 +9,9 @@ usage: py_split.py [--wait]   (prints "ready", then runs until SIGTERM; --wait: 
 running, and measuring, only after a line on stdin, so that profilers attached
 before it see exactly the measured window)
 """
-import json
-import signal
 import sys
-import time
 
-spent = {"a": 0.0, "b": 0.0}
+from timed_callers import TimedCallers, serve
 
 
 def work(n):
@@ -31,26 +29,7 @@ def b():
     return work(30000)
 
 
-def stop(signum, frame):
-    print(json.dumps(spent), flush=True)
-    sys.exit(0)
-
-
-def restart(signum, frame):
-    spent["a"] = spent["b"] = 0.0
-
-
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGUSR1, restart)
-print("ready", flush=True)
-if "--wait" in sys.argv:
-    sys.stdin.readline()
-clock = time.thread_time
-while True:
-    t0 = clock()
-    a()
-    t1 = clock()
-    b()
-    t2 = clock()
-    spent["a"] += t1 - t0
-    spent["b"] += t2 - t1
+timed = TimedCallers([("a", a), ("b", b)])
+serve(timed, "--wait" in sys.argv)
+for call in timed.forever():
+    call()

@@ -14,10 +14,10 @@ at the next multiple of MS milliseconds of CLOCK_MONOTONIC, as in a program driv
 timer, and sleeps for the rest: a sampler whose period is MS, or divides it, then hits
 the same place of the loop every time.)
 """
-import json
-import signal
 import sys
 import time
+
+from timed_callers import TimedCallers, serve
 
 args = [a for a in sys.argv[1:] if a != "--wait"]
 log_path = None
@@ -25,14 +25,12 @@ if "--log" in args:
     i = args.index("--log")
     log_path = args[i + 1]
     del args[i:i + 2]
-tick_ns = None
+tick_ms = None
 if "--tick" in args:
     i = args.index("--tick")
-    tick_ns = int(float(args[i + 1]) * 1e6)
+    tick_ms = float(args[i + 1])
     del args[i:i + 2]
 N1, N2, N3 = (int(x) for x in args) if len(args) == 3 else (20000, 20000, 20000)
-spent = {"first": 0, "second": 0, "third": 0}
-log = [] if log_path else None
 
 
 def work(n):
@@ -54,46 +52,8 @@ def third():
     return work(N3)
 
 
-def stop(signum, frame):
-    if log is not None:
-        with open(log_path, "w") as f:
-            f.write("".join("%s %d %d\n" % e for e in log))
-    print(json.dumps(spent), flush=True)
-    sys.exit(0)
-
-
-def restart(signum, frame):
-    for k in spent:
-        spent[k] = 0
-    if log is not None:
-        del log[:]
-
-
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGUSR1, restart)
-print("ready", flush=True)
-if "--wait" in sys.argv:
-    sys.stdin.readline()
-clock = time.thread_time_ns
-mono = time.monotonic_ns
-while True:
-    if tick_ns:
-        time.sleep((tick_ns - mono() % tick_ns) / 1e9)
-    m0 = mono() if log is not None else 0
-    t0 = clock()
-    first()
-    t1 = clock()
-    m1 = mono() if log is not None else 0
-    second()
-    t2 = clock()
-    m2 = mono() if log is not None else 0
-    third()
-    t3 = clock()
-    m3 = mono() if log is not None else 0
-    spent["first"] += t1 - t0
-    spent["second"] += t2 - t1
-    spent["third"] += t3 - t2
-    if log is not None:
-        log.append(("first", m0, m1))
-        log.append(("second", m1, m2))
-        log.append(("third", m2, m3))
+timed = TimedCallers([("first", first), ("second", second), ("third", third)], clock=time.thread_time_ns,
+                     log_path=log_path, tick_ms=tick_ms)
+serve(timed, "--wait" in sys.argv)
+for call in timed.forever():
+    call()
