@@ -32,6 +32,75 @@
 BPF_HASH(py_config, u32, struct pywalk_config, 1024);
 BPF_HASH(py_tstate_cache, u32, u64, 65536);
 
+/*
+ * The walk reads each frame's fields (code, back, instr, owner) with one user read
+ * over their span from the frame's start, and the code object's (ob_type,
+ * co_firstlineno) with one read from ob_type on: every bpf_probe_read_user costs a
+ * helper call (~0.1 us with this kernel's mitigations), the bytes in between almost
+ * nothing. The spans are below PY_SPAN_MAX on every supported version (the frame's
+ * owner ends at 72 bytes at most, co_firstlineno at 72), and lie inside the object
+ * read, so a span read fails where reading its fields one by one would fail too.
+ * There is no field-by-field fallback: the verifier checks both ways in each of the
+ * walk's PY_MAX_STEPS iterations, which doubled the program's load time (about
+ * 0.55 s more at start-up, for a path no valid frame takes).
+ */
+#define PY_SPAN_MAX 128
+struct py_span_buf {
+	u8 frame[PY_SPAN_MAX + 8];
+	u8 code[PY_SPAN_MAX + 8];
+	u64 gen_frame; /* the last walk's outermost generator-owned frame (py_walk_gen_frame) */
+	u32 step;      /* PY_LOOP's counter */
+	u32 pad;
+};
+BPF_PERCPU_ARRAY(py_span, struct py_span_buf, 1);
+
+static __always_inline struct py_span_buf *py_span_get(void)
+{
+	u32 zero = 0;
+
+	return py_span.lookup(&zero);
+}
+
+/*
+ * The walker's loops, PY_LOOP(var, max, sb) { ... }: for var from 0 while var < max,
+ * sb the per-CPU scratch. The verifier walks a loop with a constant bound once per
+ * iteration, as its counter differs each time: some 1,800 instructions for each of
+ * the 144 frame steps and 55 for each of the 2,048 thread steps, most of a program's
+ * load time. With -DPY_MAY_GOTO (kernels since 6.9 have the instruction; userspace
+ * asks the kernel, src/bpf/kfeatures.c) the counter lives in map memory, whose
+ * values the verifier does not track, and a may_goto instruction heads each
+ * iteration. There the verifier stops as soon as an iteration starts in a state
+ * within an earlier one's (it is then a loop like an iterator's), after a few
+ * iterations. At run time may_goto leaves a loop only after millions of iterations
+ * of one program run, so the loop runs exactly as the bounded one.
+ */
+#ifdef PY_MAY_GOTO
+static __always_inline u32 py_loop_start(struct py_span_buf *sb)
+{
+	sb->step = 0;
+	return 0;
+}
+
+/* The counter's next value, or max to end the loop. */
+static __always_inline u32 py_loop_next(struct py_span_buf *sb, u32 max)
+{
+	volatile u32 *step = &sb->step;
+	u32 i = *step;
+
+	/* may_goto out; clang 14 has no mnemonic for it, so the 8 bytes are spelled out */
+	asm volatile goto("1: .byte 0xe5; .byte 0; .long ((%l[out] - 1b - 8) / 8) & 0xffff; .short 0"
+			  :::: out);
+	*step = i + 1;
+	return i;
+out:
+	return max;
+}
+
+#define PY_LOOP(var, max, sb) for (u32 var = py_loop_start(sb); (var = py_loop_next(sb, max)) < (max);)
+#else
+#define PY_LOOP(var, max, sb) for (int var = 0; var < (max); var++)
+#endif
+
 static __always_inline int py_read(void *dst, u32 size, u64 addr)
 {
 	return bpf_probe_read_user(dst, size, (const void *)addr);
@@ -61,6 +130,10 @@ static __always_inline int py_find_tstate(const struct pywalk_config *cfg, u32 t
 			return 0;
 		}
 	}
+	struct py_span_buf *sb = py_span_get();
+
+	if (!sb)
+		return PYWALK_ERR_THREADS;
 	if (py_read(&interp, sizeof(interp), cfg->runtime + cfg->rt_interp_head))
 		return PYWALK_ERR_THREADS;
 	for (int i = 0; i < PY_MAX_INTERPS; i++) {
@@ -70,7 +143,7 @@ static __always_inline int py_find_tstate(const struct pywalk_config *cfg, u32 t
 		if (py_read(&ts, sizeof(ts), interp + cfg->interp_threads_head))
 			return PYWALK_ERR_THREADS;
 		u64 mark = 0;
-		for (int j = 0; j < PY_MAX_THREADS; j++) {
+		PY_LOOP(j, PY_MAX_THREADS, sb) {
 			if (!ts)
 				break;
 			/* a list that runs in a cycle (a hostile target's): see py_walk_frames */
@@ -135,25 +208,6 @@ static __always_inline void py_task_head_fill(struct task_head *h)
 	bpf_get_current_comm(&h->comm, sizeof(h->comm));
 }
 
-/*
- * The walk reads each frame's fields (code, back, instr, owner) with one user read
- * over their span from the frame's start, and the code object's (ob_type,
- * co_firstlineno) with one read from ob_type on: every bpf_probe_read_user costs a
- * helper call (~0.1 us with this kernel's mitigations), the bytes in between almost
- * nothing. The spans are below PY_SPAN_MAX on every supported version (the frame's
- * owner ends at 72 bytes at most, co_firstlineno at 72), and lie inside the object
- * read, so a span read fails where reading its fields one by one would fail too.
- * There is no field-by-field fallback: the verifier checks both ways in each of the
- * walk's PY_MAX_STEPS iterations, which doubled the program's load time (about
- * 0.55 s more at start-up, for a path no valid frame takes).
- */
-#define PY_SPAN_MAX 128
-struct py_span_buf {
-	u8 frame[PY_SPAN_MAX + 8];
-	u8 code[PY_SPAN_MAX + 8];
-	u64 gen_frame; /* the last walk's outermost generator-owned frame (py_walk_gen_frame) */
-};
-BPF_PERCPU_ARRAY(py_span, struct py_span_buf, 1);
 
 /* The 8 (or fewer: u32, u8) bytes at off of a span buffer; off is masked into range. */
 #define PY_SPAN_U64(buf, off) (*(u64 *)&(buf)[(off) & (PY_SPAN_MAX - 1)])
@@ -318,7 +372,7 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 	} else if (py_read(&f, sizeof(f), tstate + cfg->ts_frame)) {
 		return PYWALK_ERR_FRAME;
 	}
-	for (int i = 0; i < PY_MAX_STEPS; i++) {
+	PY_LOOP(i, PY_MAX_STEPS, buf) {
 		if (!f)
 			break;
 		/*

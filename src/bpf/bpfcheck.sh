@@ -19,7 +19,9 @@
 # A tool is also run with the options that turn on the #ifdef'd parts of its text,
 # which its bpf_text/TOOL.bpf.c lists beside the text, one run a line:
 #   // bpfcheck: -p {pid} --min-ms 1
-# ({pid}: a running process, {tmp}: a scratch folder). Errors name
+# ({pid}: a running process, {tmp}: a scratch folder). A text with the Python stack
+# walker is checked once more with its plain bounded loops (PYEBPF_BOUNDED_LOOPS=1: the
+# text a kernel without may_goto gets, python.bpf.h). Errors name
 # bpf_text/FILE:LINE (embed_bpf.sh's #line markers). Warnings count as errors: at
 # run time they would reach the user's terminal.
 #
@@ -44,6 +46,7 @@ src=$(dirname "$0")/../../bpf_text/$tool.bpf.c
 # The default text, then the variants its source lists (// bpfcheck: OPTIONS).
 variants() {
 	echo ""
+	if grep -q '^#include "python.bpf.h"' "$src"; then echo "@bounded-loops"; fi
 	sed -n 's|^// bpfcheck: *||p' "$src" | sed "s|{pid}|$$|g; s|{tmp}|$tmp|g"
 }
 
@@ -140,8 +143,10 @@ with_tp_structs() { # IN OUT
 }
 
 variants | while IFS= read -r opts; do
+	bounded=
+	if [ "$opts" = "@bounded-loops" ]; then bounded=1 opts=; fi
 	# shellcheck disable=SC2086 # opts is a word list
-	if ! "$exe" --ebpf $opts > "$tmp/text.c" 2> "$tmp/err"; then
+	if ! PYEBPF_BOUNDED_LOOPS=$bounded "$exe" --ebpf $opts > "$tmp/text.c" 2> "$tmp/err"; then
 		cat "$tmp/err" >&2
 		fail "$exe --ebpf $opts failed"
 	fi
@@ -168,7 +173,7 @@ EOF
 		[ "$tree" = "$tmp/builtin" ] && what="pyebpf's built-in headers" ||
 			what=$(echo "$found" | tail -1)
 		(cd "$tree" && "$clang" "$@" "$tmp/main.c") ||
-			fail "the BPF text (--ebpf${opts:+ $opts}) does not compile as libbcc" \
+			fail "the BPF text (${bounded:+PYEBPF_BOUNDED_LOOPS=1 }--ebpf${opts:+ $opts}) does not compile as libbcc" \
 				"would compile it, against $what"
 	done
 done

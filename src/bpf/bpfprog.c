@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "jsonfmt.h"
 #include "kheaders.h"
 #include "ksyms.h"
 #include "log.h"
@@ -217,6 +218,9 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type)
 {
 	const struct bpf_insn *insns;
+	struct bpf_prog_info info;
+	uint32_t info_len = sizeof(info);
+	uint64_t t0;
 	int fd;
 
 	for (int i = 0; i < p->nprogs; i++)
@@ -229,6 +233,7 @@ int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type)
 		log_error("BPF function %s not found in the program", fn);
 		return -1;
 	}
+	t0 = time_mono_ns();
 	fd = bcc_func_load(p->mod, prog_type, fn, insns, (int)bpf_function_size(p->mod, fn),
 			   bpf_module_license(p->mod), bpf_module_kern_version(p->mod), 0, NULL, 0,
 			   NULL, -1);
@@ -236,6 +241,12 @@ int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type)
 		log_error("loading BPF function %s failed: %s", fn, strerror(-fd));
 		return -1;
 	}
+	/* what the verifier did, for -v: the load is mostly its time (pyebpf(7), The verifier) */
+	memset(&info, 0, sizeof(info));
+	if (!bpf_obj_get_info(fd, &info, &info_len))
+		log_debug("%s: loaded in %.1f ms, %zu instructions, %u verified", fn,
+			  (time_mono_ns() - t0) / 1e6, bpf_function_size(p->mod, fn) / sizeof(struct bpf_insn),
+			  info.verified_insns);
 	p->progs[p->nprogs++] = (struct loaded_prog){ strdup(fn), fd };
 	return fd;
 }

@@ -12,6 +12,7 @@
 #include "jsonfmt.h"
 #include "caps.h"
 #include "kbtf.h"
+#include "kfeatures.h"
 #include "pyebpf_bpf.h"
 #include "log.h"
 #include "procinfo.h"
@@ -441,6 +442,20 @@ int pytargets_cflags(struct cflags *cf, const struct common_opts *c, bool pid_fi
 	/* the walker finds the thread's PyThreadState by its fsbase (python.bpf.h) */
 	if (!r && walk)
 		r = kbtf_offset_cflag(b, cf, "OFF_TASK_THREAD_FSBASE", "task_struct", "thread.fsbase");
+	/*
+	 * may_goto heads the walker's loops where the kernel has it, so that the verifier
+	 * need not walk every iteration (python.bpf.h, PY_LOOP); PYEBPF_BOUNDED_LOOPS=1
+	 * keeps the plain bounded loops (to compare the two, or on a kernel that errs)
+	 */
+	if (!r && walk) {
+		const char *bounded = getenv("PYEBPF_BOUNDED_LOOPS");
+
+		if ((!bounded || !*bounded || !strcmp(bounded, "0")) && kfeatures_may_goto())
+			cflags_add(cf, "-DPY_MAY_GOTO");
+		else
+			log_debug("the stack walker's loops are bounded loops (no may_goto%s)",
+				  bounded && *bounded && strcmp(bounded, "0") ? ": PYEBPF_BOUNDED_LOOPS" : " in this kernel");
+	}
 	kbtf_close(b);
 	return r;
 }
