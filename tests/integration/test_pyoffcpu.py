@@ -307,8 +307,9 @@ def test_a_process_that_is_not_python(run_tool, targets):
     waits = [e for e in mine if "do_wait [kernel]" in e["kernel_stack"]]
     assert len(waits) >= 2, t.stdout[-2000:]
     for e in waits:
-        # the child's 1 s, plus its fork, exec and exit (400 ms seen on a busy machine)
-        assert 1000 <= e["off_cpu_ms"] <= 2000, e
+        # the child's 1 s, plus its fork, exec and exit (400 ms seen on a busy machine),
+        # less what the shell ran after the fork before it waited (997 ms seen under load)
+        assert 900 <= e["off_cpu_ms"] <= 2000, e
         assert e["user_stack"] and e["user_stack"][0].endswith(" [libc.so.6]"), e
 
 
