@@ -134,7 +134,9 @@ def check_documented_queries(db, ch, t1_us, t2_us):
     answers = {}
     for name, sql in q.items():
         if " ch " in name:
-            rows = [tuple(r) for r in ch.rows(fill(sql).replace("FORMAT TSVRaw", "FORMAT TabSeparated"))]
+            # a NULL (an [unknown] leaf's file) is \N in TabSeparated, None from SQLite
+            rows = [tuple("None" if v == "\\N" else v for v in r)
+                    for r in ch.rows(fill(sql).replace("FORMAT TSVRaw", "FORMAT TabSeparated"))]
         else:
             rows = [tuple(str(v) for v in r) for r in con.execute(fill(sql))]
         answers[name] = sorted(rows)
