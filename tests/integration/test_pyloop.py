@@ -287,11 +287,18 @@ def same_stalls_as_the_target_says(t, p, window):
     for i, near in m.items():
         assert len(near) == 1, (truth[i], near)
         s = near[0]
-        assert truth[i]["seconds"] * 1000 - 0.5 <= s["duration_ms"] <= truth[i]["seconds"] * 1000 + 5, (truth[i], s)
+        # the stall holds more than the timed call: the target's print of its line (a
+        # write that wakes the test's reader) and the loop's own bookkeeping, which a
+        # host of 2 CPUs running 11 targets can stretch by several ms (CI saw 5.5 ms);
+        # 25 ms stays far below the 300 ms gap that a merged stall would add
+        assert truth[i]["seconds"] * 1000 - 0.5 <= s["duration_ms"] <= truth[i]["seconds"] * 1000 + 25, (truth[i], s)
         func = "blocking_call" if truth[i]["kind"] == "sleep" else "cpu_work"
         if func == "cpu_work" and s["on_cpu_ms"] < UNSAMPLED_MS:
             continue  # pyloop(8): a stall of a few sampling periods on the CPU may have no sample
-        assert func in [f for f, _, _ in parse_stack(s["py_stack"])], s
+        # py_stack is the blocking stack (here none) when the run queue took more of
+        # the stall than the CPU did (pyloop(8)); the samples are then in top_stacks
+        stacks = [s["py_stack"]] + [x["stack"] for x in s["top_stacks"]]
+        assert func in [f for st in stacks for f, _, _ in parse_stack(st)], s
     inside = [s for s in stalls if window[0] + 0.3 < iso_epoch(s["time"]) < window[1] - 0.5]
     assert len(inside) <= len(m) + 1, (inside, truth)
 
