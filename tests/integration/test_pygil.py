@@ -257,7 +257,14 @@ def test_waits_on_each_recv_return(run_tool, pythons, workloads):
     want = "reader (%s:%d)" % (WORKLOAD, RECV_LINE)
     after_recv = [e for e in evs if innermost(e["waiter_py_stack"]) == want]
     assert r["loops"] > 40
-    assert abs(len(after_recv) - r["loops"]) <= 0.02 * r["loops"] + 1, (len(after_recv), r["loops"])
+    # one more wait at the same line, with no recv return: the reader preempted by the
+    # kernel while it holds the GIL for a switch interval (5 ms) is asked by spinner-a
+    # to drop it, and drops it between bytecodes of that line. Each such wait needs
+    # about 5 ms of the reader's run delay, so a loaded host may add delay / 5 ms.
+    forced = 1000 * r["run_delay"] / 5
+    slack = 0.02 * r["loops"] + 1
+    assert r["loops"] - slack <= len(after_recv) <= r["loops"] + slack + forced, (
+        len(after_recv), r, [(e["time"], e["duration_ms"]) for e in after_recv])
     assert_other_waits_are_the_threads_own_io(evs, after_recv)
 
 
