@@ -14,7 +14,7 @@ int pyproc_read_fresh(const struct pyproc *p, uint64_t addr, void *buf, size_t l
 {
 	ssize_t n;
 
-	if (!addr) {
+	if (addr < 4096) { /* NULL, or a field of a NULL pointer: no object lives in page 0 */
 		errno = EFAULT;
 		return -1;
 	}
@@ -32,6 +32,52 @@ int pyproc_read_fresh(const struct pyproc *p, uint64_t addr, void *buf, size_t l
 		return errno = EPERM, -1;
 	n = pread(p->mem_fd, buf, len, (off_t)addr);
 	return n == (ssize_t)len ? 0 : (errno = n >= 0 ? EFAULT : errno, -1);
+}
+
+#define BATCH_MAX 256 /* pieces per system call (the kernel takes up to IOV_MAX) */
+
+/* One process_vm_readv(2) of up to BATCH_MAX pieces from v; how many it read, or -1 (errno). */
+static int read_batch(const struct pyproc *p, struct pyproc_piece *v, int n)
+{
+	struct iovec local[BATCH_MAX], remote[BATCH_MAX];
+	ssize_t got;
+	int k = 0;
+
+	if (n > BATCH_MAX)
+		n = BATCH_MAX;
+	for (int i = 0; i < n; i++) {
+		local[i] = (struct iovec){ v[i].buf, v[i].len };
+		remote[i] = (struct iovec){ (void *)(uintptr_t)v[i].addr, v[i].len };
+	}
+	if ((got = process_vm_readv(p->pid, local, (unsigned long)n, remote, (unsigned long)n, 0)) < 0)
+		return -1;
+	/* the kernel stops before the first piece it cannot read whole */
+	for (; k < n && (size_t)got >= v[k].len; k++) {
+		got -= (ssize_t)v[k].len;
+		v[k].err = 0;
+	}
+	return k;
+}
+
+int pyproc_read_pieces(const struct pyproc *p, struct pyproc_piece *v, int n)
+{
+	int i = 0, ok = 0, k;
+
+	while (i < n) {
+		if (v[i].addr < 4096 || p->read_mem || p->use_mem_fd) {
+			k = 0; /* page 0, a memory image, or no process_vm_readv: one by one */
+		} else if ((k = read_batch(p, v + i, n - i)) < 0) {
+			k = 0; /* a bad first piece, or refused (then /proc/PID/mem): alone below */
+		}
+		ok += k;
+		i += k;
+		if (i < n) { /* the piece the batch stopped at, alone */
+			v[i].err = pyproc_read_fresh(p, v[i].addr, v[i].buf, v[i].len) ? errno : 0;
+			ok += !v[i].err;
+			i++;
+		}
+	}
+	return ok;
 }
 
 int pyproc_cache_on(struct pyproc *p, bool on)
@@ -307,8 +353,10 @@ void pyproc_dict_of(const struct pyproc *p, uint64_t dict, struct dict_view *d)
 {
 	uint64_t mv;
 
+	d->keys = d->values = 0;
+	if (!dict)
+		return; /* no dict yet (a C Future's, until an attribute is set): empty */
 	d->keys = pyproc_u64_or0(p, dict + 32);
-	d->values = 0;
 	mv = pyproc_u64_or0(p, dict + 40);
 	if (mv)
 		d->values = mv + (p->off.minor >= 13 ? 8 : 0); /* 3.13+ PyDictValues header */

@@ -82,6 +82,19 @@ int pyproc_cache_on(struct pyproc *p, bool on);
 void pyproc_cache_free(struct pyproc *p);
 /* pyproc_read, never from the cache. */
 int pyproc_read_fresh(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
+/* One of the reads of pyproc_read_pieces: err is set to 0 or an errno value. */
+struct pyproc_piece {
+	uint64_t addr;
+	void *buf;
+	size_t len;
+	int err;
+};
+/*
+ * Each piece as pyproc_read_fresh reads it, but n of them in one system call (as many
+ * as the kernel takes at once): the rereads of many tasks cost one call, not two each.
+ * Returns the pieces read.
+ */
+int pyproc_read_pieces(const struct pyproc *p, struct pyproc_piece *v, int n);
 int pyproc_rd_u64(const struct pyproc *p, uint64_t addr, uint64_t *v);
 uint64_t pyproc_u64_or0(const struct pyproc *p, uint64_t addr);
 /* A PyLong (small ints such as thread idents and native ids). */

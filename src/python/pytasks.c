@@ -696,8 +696,49 @@ int pytasks_read(struct pyproc *p, struct pytasks_snapshot *s, bool frames)
 	return r;
 }
 
+/*
+ * The last n tasks of s, read with their frames, each still the same coroutine in the
+ * same state (else its frames may be another moment's), asked in one system call for
+ * the group: those that changed are taken out of s and counted as torn. A group of
+ * RECHECK_GROUP tasks keeps the time between a task's read and its recheck to that of
+ * a few dozen task reads.
+ */
+#define RECHECK_GROUP 32
+struct recheck_group {
+	int n;
+	int8_t state[RECHECK_GROUP];
+};
+
+static void recheck(const struct pyproc *p, const struct pytasks *t, struct pytasks_snapshot *s,
+		    struct recheck_group *g)
+{
+	struct pyproc_piece v[2 * RECHECK_GROUP];
+	uint64_t coro[RECHECK_GROUP];
+	int8_t state[RECHECK_GROUP];
+	int first = s->n - g->n, kept = first;
+
+	for (int i = 0; i < g->n; i++) {
+		const struct pytask *k = &s->v[first + i];
+		v[2 * i] = (struct pyproc_piece){ k->addr + t->l.task_coro, &coro[i], 8, 0 };
+		v[2 * i + 1] = (struct pyproc_piece){ k->coro + t->l.gen_frame_state, &state[i], 1, 0 };
+	}
+	pyproc_read_pieces(p, v, 2 * g->n);
+	for (int i = 0; i < g->n; i++) {
+		if (v[2 * i].err || v[2 * i + 1].err || coro[i] != s->v[first + i].coro || state[i] != g->state[i]) {
+			s->torn++;
+			continue;
+		}
+		if (kept != first + i)
+			s->v[kept] = s->v[first + i];
+		kept++;
+	}
+	s->n = kept;
+	g->n = 0;
+}
+
 static int read_tasks(struct pyproc *p, struct pytasks *t, struct pytasks_snapshot *s, bool frames)
 {
+	struct recheck_group g = { 0 };
 	struct addrs a = { 0 };
 	long budget = RUNNING_FRAMES_BUDGET;
 	int r;
@@ -710,8 +751,8 @@ static int read_tasks(struct pyproc *p, struct pytasks *t, struct pytasks_snapsh
 	}
 	for (int i = 0; i < a.n; i++) {
 		struct pytask *k = &s->v[s->n];
-		uint64_t coro, again = 0, gen_type;
-		int8_t state = 0, state2 = 0;
+		uint64_t coro, gen_type;
+		int8_t state = 0;
 		if (!is_a(p, a.v[i], t->task_type)) {
 			s->torn++; /* freed and reused while the list was read */
 			continue;
@@ -734,18 +775,20 @@ static int read_tasks(struct pyproc *p, struct pytasks *t, struct pytasks_snapsh
 			cache_pause(p, k->running);
 			fr = k->running ? running_frames(p, t, coro, k, &budget) : chain_frames(p, t, coro, k);
 			cache_pause(p, false);
-			/* still the same coroutine, in the same state: else the frames may be another moment's */
-			if (fr || pyproc_read_fresh(p, k->addr + t->l.task_coro, &again, 8) || again != coro ||
-			    pyproc_read_fresh(p, coro + t->l.gen_frame_state, &state2, 1) || state2 != state ||
-			    !k->depth) {
+			if (fr || !k->depth) {
 				s->torn++;
 				continue;
 			}
+			g.state[g.n] = state;
 		}
-		index_put(s, coro, s->n);
 		s->n++;
+		if (frames && ++g.n == RECHECK_GROUP)
+			recheck(p, t, s, &g);
 	}
+	recheck(p, t, s, &g);
 	free(a.v);
+	for (int i = 0; i < s->n; i++)
+		index_put(s, s->v[i].coro, i);
 	if (frames)
 		link_parents(p, t, s);
 	return s->n;

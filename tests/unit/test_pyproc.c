@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <linux/types.h>
 #include <signal.h>
 #include <stdio.h>
@@ -308,6 +309,70 @@ static void test_page_cache(void **state)
 	munmap(m, 3 * page);
 }
 
+/*
+ * pyproc_read_pieces on this process: 600 pieces (more than one system call takes),
+ * among them one in an unmapped page, one across into it, and two fields of a NULL
+ * pointer: each of those an error, every other piece its bytes. Then through a memory
+ * image (the fuzzer's read_mem), one by one, with that page mapped: only the NULL
+ * fields fail.
+ */
+static int image_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
+{
+	(void)p;
+	if (addr < 4096)
+		return errno = EFAULT, -1;
+	memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return 0;
+}
+
+static void read_pieces_of(struct pyproc *p, const uint8_t *m, size_t page, int want_bad)
+{
+	uint64_t base = (uint64_t)(uintptr_t)m, got[600];
+	struct pyproc_piece v[600];
+	int bad = 0;
+
+	for (int i = 0; i < 600; i++) {
+		uint64_t at = base + (uint64_t)i * 3;
+		if (i == 17)
+			at = base + 2 * page + 64; /* unmapped (the first time) */
+		else if (i == 300)
+			at = base + 2 * page - 4; /* half in it */
+		else if (i == 301 || i == 599)
+			at = 0x28; /* a field of NULL */
+		v[i] = (struct pyproc_piece){ at, &got[i], 8, -1 };
+	}
+	assert_int_equal(pyproc_read_pieces(p, v, 600), 600 - want_bad);
+	for (int i = 0; i < 600; i++) {
+		if (v[i].err) {
+			assert_true(i == 17 || i == 300 || i == 301 || i == 599);
+			assert_int_equal(v[i].err, EFAULT);
+			bad++;
+		} else if (i != 17 && i != 300) {
+			assert_memory_equal(&got[i], m + (size_t)i * 3, 8);
+		}
+	}
+	assert_int_equal(bad, want_bad);
+}
+
+static void test_read_pieces(void **state)
+{
+	struct pyproc p = { .pid = getpid(), .mem_fd = -1 };
+	size_t page = 4096;
+	uint8_t *m = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	(void)state;
+	assert_ptr_not_equal(m, MAP_FAILED);
+	for (size_t i = 0; i < 3 * page; i++)
+		m[i] = (uint8_t)(i * 13 + i / 253);
+	assert_int_equal(munmap(m + 2 * page, page), 0);
+	read_pieces_of(&p, m, page, 4);
+	assert_ptr_equal(mmap(m + 2 * page, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+			 m + 2 * page);
+	p.read_mem = image_read;
+	read_pieces_of(&p, m, page, 2);
+	munmap(m, 3 * page);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_elf_bias_of_self),
 		cmocka_unit_test(test_not_python),
 		cmocka_unit_test(test_live_python),
+		cmocka_unit_test(test_read_pieces),
 		cmocka_unit_test(test_page_cache),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
