@@ -804,6 +804,11 @@ static int tick(struct tracker *t, uint64_t now_ns)
 		if (ps->next_async_ns < now_ns)
 			ps->next_async_ns = now_ns + period; /* behind: no burst to catch up */
 	}
+	if (ps->async) {
+		/* wake at the next read's time, not a period after this read ended */
+		uint64_t after = time_mono_ns();
+		t->poll_ms = ps->next_async_ns > after ? (int)((ps->next_async_ns - after + 999999) / 1000000) : 0;
+	}
 	if (ps->top_tty) {
 		for (int k; (k = topview_key());)
 			t->done |= k == 'q' || k == 'Q';
