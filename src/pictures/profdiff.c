@@ -2,6 +2,8 @@
 #include "profdiff.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +101,11 @@ int profdiff_read_folded(const char *path, struct stackagg *out)
 			r = -1;
 			break;
 		}
+		if (n > LLONG_MAX - total) { /* the sums below would overflow */
+			log_error("--baseline %s: line %lu: more samples than can be counted", path, lineno);
+			r = -1;
+			break;
+		}
 		profdiff_add(out, line, (size_t)(blank - line), n);
 		total += n;
 	}
@@ -118,12 +125,17 @@ int profdiff_read_folded(const char *path, struct stackagg *out)
 struct loaded {
 	struct stackagg *out;
 	long long total;
+	bool overflow; /* more samples than a long long counts: the rest left out */
 };
 
 static void add_loaded(void *ctx, const char *stack, size_t len, long long samples)
 {
 	struct loaded *l = ctx;
 
+	if (l->overflow || samples > LLONG_MAX - l->total) {
+		l->overflow = true;
+		return;
+	}
 	profdiff_add(l->out, stack, len, samples);
 	l->total += samples;
 }
@@ -162,7 +174,7 @@ static long long read_all(const char *path, uint8_t **data)
 
 int profdiff_read(const char *path, struct stackagg *out)
 {
-	struct loaded l = { out, 0 };
+	struct loaded l = { out, 0, false };
 	char name[4200];
 	uint8_t *data;
 	long long size = read_all(path, &data);
@@ -185,7 +197,10 @@ int profdiff_read(const char *path, struct stackagg *out)
 		return profdiff_read_folded(path, out);
 	}
 	free(data);
-	if (r == 0 && l.total == 0) {
+	if (r == 0 && l.overflow) {
+		log_error("%s: more samples than can be counted", name);
+		r = -1;
+	} else if (r == 0 && l.total == 0) {
 		log_error("%s: no samples in it", name);
 		r = -1;
 	}

@@ -257,6 +257,12 @@ static void test_not_pystack_files(void **state)
 		{ "{\"a\": 1}", NULL, "not speedscope's schema" },
 		{ "  {\"a\": ", NULL, "not JSON" },
 		{ "<svg xmlns=\"http://www.w3.org/2000/svg\">\n</svg>\n", NULL, "not folded stacks" },
+		/* the sums would overflow (found by tests/fuzz/fuzz_baseline.c) */
+		{ "a 9223372036854775807\nb 1\n", NULL, "line 2: more samples than can be counted" },
+		{ "{\"$schema\": \"https://www.speedscope.app/file-format-schema.json\", \"pyebpf\": {\"count\": "
+		  "\"samples\", \"period_ns\": 1}, \"shared\": {\"frames\": [{\"name\": \"f\"}]}, \"profiles\": "
+		  "[{\"type\": \"sampled\", \"samples\": [[0], [0]], \"weights\": [9223372036854775807, 1]}]}",
+		  NULL, "more samples than can be counted" },
 		{ "{\"$schema\": \"https://www.speedscope.app/file-format-schema.json\", \"pyebpf\": {\"count\": "
 		  "\"samples\", \"period_ns\": 10}, \"shared\": {\"frames\": [{\"name\": \"f\"}]}, \"profiles\": "
 		  "[{\"type\": \"sampled\", \"samples\": [[0], [1]], \"weights\": [10, 20]}]}",
