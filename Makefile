@@ -100,7 +100,7 @@ $(BUILD)/gen/profile.pb-c.c $(BUILD)/gen/profile.pb-c.h &: src/pictures/profile.
 	$(Q)cd src/pictures && protoc-c --c_out=$(abspath $(BUILD)/gen) profile.proto
 $(BUILD)/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
 	$(Q)$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c -o $@ $<
-$(BUILD)/lib/pictures/pprof.o: $(BUILD)/gen/profile.pb-c.h
+$(BUILD)/lib/pictures/pprof.o $(BUILD)/lib/pictures/pprof_load.o: $(BUILD)/gen/profile.pb-c.h
 
 $(BUILD)/tools/%.o: tools/%.c
 	$(call say,CC,$@)

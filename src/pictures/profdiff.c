@@ -2,10 +2,13 @@
 #include "profdiff.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "profload.h"
 
 /* The length of frame p[0..len) without its line: "func (file:12)" → "func (file". */
 static size_t without_line(const char *p, size_t len)
@@ -93,8 +96,13 @@ int profdiff_read_folded(const char *path, struct stackagg *out)
 		blank = strrchr(line, ' ');
 		n = blank ? strtoll(blank + 1, &end, 10) : -1;
 		if (!blank || blank == line || !blank[1] || *end || n < 0 || memchr(line, 0, (size_t)len)) {
-			log_error("--baseline %s: line %lu is not \"stack count\": not folded stacks (-f, -o FILE.txt)",
-				  path, lineno);
+			log_error("--baseline %s: line %lu is not \"stack count\": not folded stacks (-f, -o FILE.txt), "
+				  "nor a .pb.gz or .speedscope.json file", path, lineno);
+			r = -1;
+			break;
+		}
+		if (n > LLONG_MAX - total) { /* the sums below would overflow */
+			log_error("--baseline %s: line %lu: more samples than can be counted", path, lineno);
 			r = -1;
 			break;
 		}
@@ -111,6 +119,91 @@ int profdiff_read_folded(const char *path, struct stackagg *out)
 	}
 	free(line);
 	fclose(f);
+	return r;
+}
+
+struct loaded {
+	struct stackagg *out;
+	long long total;
+	bool overflow; /* more samples than a long long counts: the rest left out */
+};
+
+static void add_loaded(void *ctx, const char *stack, size_t len, long long samples)
+{
+	struct loaded *l = ctx;
+
+	if (l->overflow || samples > LLONG_MAX - l->total) {
+		l->overflow = true;
+		return;
+	}
+	profdiff_add(l->out, stack, len, samples);
+	l->total += samples;
+}
+
+/* The whole file at path into *data (free it); its size, or -1 (errno). */
+static long long read_all(const char *path, uint8_t **data)
+{
+	FILE *f = fopen(path, "rb");
+	size_t len = 0, cap = 65536;
+	uint8_t *buf = NULL;
+
+	*data = NULL;
+	if (!f)
+		return -1;
+	for (;;) {
+		uint8_t *b;
+		if (cap > PROFLOAD_MAX_BYTES || !(b = realloc(buf, cap))) {
+			errno = cap > PROFLOAD_MAX_BYTES ? EFBIG : ENOMEM;
+			break;
+		}
+		buf = b;
+		len += fread(buf + len, 1, cap - len, f);
+		if (len < cap) {
+			if (ferror(f))
+				break;
+			fclose(f);
+			*data = buf;
+			return (long long)len;
+		}
+		cap *= 2;
+	}
+	fclose(f);
+	free(buf);
+	return -1;
+}
+
+int profdiff_read(const char *path, struct stackagg *out)
+{
+	struct loaded l = { out, 0, false };
+	char name[4200];
+	uint8_t *data;
+	long long size = read_all(path, &data);
+	size_t at = 0;
+	int r;
+
+	if (size < 0) {
+		log_error("--baseline %s: %s", path, strerror(errno));
+		return -1;
+	}
+	snprintf(name, sizeof(name), "--baseline %s", path);
+	while (at < (size_t)size && strchr(" \t\r\n", data[at]) && data[at])
+		at++;
+	if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b)
+		r = pprof_load(data, (size_t)size, name, add_loaded, &l);
+	else if (at < (size_t)size && data[at] == '{')
+		r = speedscope_load(data, (size_t)size, name, add_loaded, &l);
+	else {
+		free(data);
+		return profdiff_read_folded(path, out);
+	}
+	free(data);
+	if (r == 0 && l.overflow) {
+		log_error("%s: more samples than can be counted", name);
+		r = -1;
+	} else if (r == 0 && l.total == 0) {
+		log_error("%s: no samples in it", name);
+		r = -1;
+	}
 	return r;
 }
 

@@ -19,6 +19,13 @@
  * no samples).
  */
 int profdiff_read_folded(const char *path, struct stackagg *out);
+/*
+ * The profile file at path added to out by function, whichever pystack wrote: a pprof
+ * profile (gzip: -o FILE.pb.gz), a speedscope file (a JSON object: -o
+ * FILE.speedscope.json) or else folded text (profdiff_read_folded), the same
+ * samples from each (profload.h); 0, or -1 after saying why.
+ */
+int profdiff_read(const char *path, struct stackagg *out);
 /* Frame frame[0..len) by function ("func (file)") into buf (NUL-terminated, cut to fit); its length. */
 size_t profdiff_function(const char *frame, size_t len, char *buf, size_t size);
 /* n samples of stack (len bytes) added to out by function. */

@@ -2,6 +2,9 @@
  * speedscope's file format (https://www.speedscope.app/file-format-schema.json): the
  * frames once, shared; one "sampled" profile per thread (per_thread: the thread frame
  * names the profile and is not a frame), each stack a sample weighted in nanoseconds.
+ * A sampled profile (period_ns) also has a member "pyebpf", not speedscope's: what
+ * was counted and the period, so that the counts can be read back from the weights
+ * (speedscope_load.c). speedscope ignores members it does not know.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -106,7 +109,14 @@ int speedscope_write(FILE *f, const struct profdata *d)
 		put_profile(f, d, index, -1);
 	fputs("],\"name\":", f);
 	put_string(f, m->title ? m->title : "pyebpf");
-	fputs(",\"activeProfileIndex\":0,\"exporter\":\"pyebpf " PYEBPF_VERSION "\"}\n", f);
+	fputs(",\"activeProfileIndex\":0,\"exporter\":\"pyebpf " PYEBPF_VERSION "\"", f);
+	/* sampled (pystack): the weights are count x period; speedscope_load.c reads the counts back */
+	if (m->period_ns) {
+		fputs(",\"pyebpf\":{\"count\":", f);
+		put_string(f, m->count_name);
+		fprintf(f, ",\"period_ns\":%llu}", (unsigned long long)m->period_ns);
+	}
+	fputs("}\n", f);
 	free(index);
 	return ferror(f) ? -1 : 0;
 }

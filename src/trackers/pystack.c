@@ -78,7 +78,7 @@ static const struct opt options[] = {
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the table (or folded stacks) every SECONDS" },
 	{ OPT_MAX_DEPTH, 0, "max-depth", "N", "frames kept per stack, innermost first (default 128, max 256)" },
 	PROFREAD_OPT_ENTRIES(OPT_FROM, OPT_HOST, OPT_SINCE, OPT_UNTIL),
-	{ OPT_BASELINE, 0, "baseline", "FILE", "with -f or -o: the difference against folded stacks FILE (before)" },
+	{ OPT_BASELINE, 0, "baseline", "FILE", "with -f or -o: the difference against FILE (before): folded, .pb.gz or .speedscope.json" },
 	{ OPT_BASELINE_SINCE, 0, "baseline-since", "TIME", "with --from: the baseline is the stored range from TIME" },
 	{ OPT_BASELINE_UNTIL, 0, "baseline-until", "TIME", "with --from: ... until TIME" },
 	OPT_ENTRIES_TRACKER_TAIL,
@@ -344,7 +344,7 @@ static int prepare(struct tracker *t)
 {
 	struct pystack *ps = (struct pystack *)t;
 
-	if (ps->baseline_file && profdiff_read_folded(ps->baseline_file, &ps->baseline))
+	if (ps->baseline_file && profdiff_read(ps->baseline_file, &ps->baseline))
 		return -1;
 	if (ps->from.source)
 		return 0; /* stored samples: no BPF, no targets */

@@ -167,6 +167,120 @@ def test_text_diff_names_the_slowed_function_first(deploy):
         assert abs(a - b - d) <= 0.011, (name, b, a, d)
 
 
+def folded_counts(path):
+    """A folded file's stacks: [(frames, samples)]."""
+    with open(path) as f:
+        return [(l.rsplit(" ", 1)[0].split(";"), int(l.rsplit(" ", 1)[1])) for l in f if l.strip()]
+
+
+def function_of(frame):
+    """A frame by function, as the diff compares them: "f (x.py:12)" -> "f (x.py)"."""
+    return re.sub(r":\d+\)$", ")", frame)
+
+
+def baseline_files(deploy):
+    """v1's samples as each of the three files pystack writes: the live run's folded text
+    (-o FILE.txt) and its stored rows written as pprof and as speedscope (the same
+    samples: test_from_reproduces_the_live_folded_stacks_exactly)."""
+    if "baselines" not in deploy:
+        files = {"folded": deploy["live"]["v1"]}
+        for kind, suffix in (("pprof", ".pb.gz"), ("speedscope", ".speedscope.json")):
+            files[kind] = str(deploy["tmp"] / ("v1" + suffix))
+            from_db(deploy, "v1", "-o", files[kind])
+        deploy["baselines"] = files
+    return deploy["baselines"]
+
+
+def test_baseline_of_each_kind_gives_the_same_diff(deploy):
+    """--baseline v1.txt, v1.pb.gz or v1.speedscope.json (the same samples): the same text
+    diff, byte for byte, and the same diff SVG. The BEFORE column is the live folded
+    file's shares worked out here, and the speedscope file's weights over the period it
+    notes are the live file's samples."""
+    files = baseline_files(deploy)
+    texts, svgs = {}, {}
+    for kind, path in files.items():
+        texts[kind] = from_db(deploy, "v2", "-f", "--baseline", path).stdout
+        svg = str(deploy["tmp"] / ("diff_against_%s.svg" % kind))
+        from_db(deploy, "v2", "-o", svg, "--baseline", path)
+        with open(svg, "rb") as f:
+            svgs[kind] = f.read()
+    print(texts["pprof"])
+    assert texts["folded"] == texts["pprof"] == texts["speedscope"], texts
+    assert svgs["folded"] == svgs["pprof"] == svgs["speedscope"]
+    # the ground truth: the live v1 file, read here
+    stacks = folded_counts(files["folded"])
+    total = sum(n for _, n in stacks)
+    assert total > 1000, total
+    assert texts["pprof"].startswith("# %d samples before," % total), texts["pprof"][:200]
+    rows = diff_rows(texts["pprof"])
+    assert len(rows) >= 5, texts["pprof"]
+    for name, before, _, _ in rows:
+        on = sum(n for frames, n in stacks if name in {function_of(f).split(" (")[0] for f in frames})
+        assert abs(before - 100.0 * on / total) <= 0.005 + 1e-9, (name, before, on, total)
+    with open(files["speedscope"]) as f:
+        scope = json.load(f)
+    period = scope["pyebpf"]["period_ns"]
+    assert period > 0 and scope["pyebpf"]["count"] == "samples", scope["pyebpf"]
+    weights = [w for p in scope["profiles"] for w in p["weights"]]
+    assert all(w % period == 0 for w in weights) and sum(weights) // period == total
+
+
+def pprof_top_diff(before, after):
+    """go tool pprof's own difference of the two files: [(function (file), delta points)] in
+    its order. -normalize: each side as shares of its total, as ours; -cum: ordered by
+    the samples a function is on the stack of (the text diff's measure; the default
+    orders by own samples); -filefunctions: functions by name and file, as ours."""
+    env = dict(os.environ, HOME=os.environ.get("HOME", "/root"))
+    out = run(["go", "tool", "pprof", "-symbolize=none", "-nodefraction=0", "-sample_index=samples", "-normalize",
+               "-filefunctions", "-cum", "-top", "-diff_base", before, after], env=env, timeout=300).stdout
+    rows = []
+    for line in out.splitlines():
+        # flat flat% sum% cum cum% function file (the percentages of the difference are unsigned)
+        m = re.match(r"^\s*(-?\d+)\s+[\d.]+%\s+[\d.]+%\s+(-?\d+)\s+([\d.]+)%\s+(.+) (\S+)$", line)
+        if m:
+            sign = -1 if int(m.group(2)) < 0 else 1
+            rows.append(("%s (%s)" % (m.group(4), m.group(5)), sign * float(m.group(3))))
+    assert rows, out
+    return rows, out
+
+
+def test_go_pprof_diff_base_agrees_with_the_text_diff(deploy):
+    """go tool pprof -diff_base v1.pb.gz -top v2.pb.gz (both written by pystack from the
+    stored rows): its top 5 are the text diff's top 5 in the same order, each delta the
+    same within rounding: the 2 decimals each side prints, and pprof's normalising,
+    which rounds each of v2's samples (stacks) scaled to v1's total, up to half a sample
+    each."""
+    if not shutil.which("go"):
+        pytest.skip("go is not installed (make deps installs golang-go, which has go tool pprof)")
+    files = baseline_files(deploy)
+    after = str(deploy["tmp"] / "v2.pb.gz")
+    from_db(deploy, "v2", "-o", after)
+    text = from_db(deploy, "v2", "-f", "--baseline", files["pprof"]).stdout
+    ours = [("%s (%s)" % (m.group(4), m.group(5)), float(m.group(3))) for m in map(DIFF_RE.match, text.splitlines())
+            if m]
+    theirs, out = pprof_top_diff(files["pprof"], after)
+    print(out)
+    before_total = sum(n for _, n in folded_counts(files["folded"]))
+    after_stacks = folded_counts(deploy["live"]["v2"])
+
+    def tolerance(func):
+        stacks = sum(1 for frames, _ in after_stacks if func in {function_of(f) for f in frames})
+        return 0.01 + 100.0 * 0.5 * stacks / before_total
+
+    got = dict(ours)
+    top = theirs[:5]
+    assert len(top) == 5, out
+    for i, (func, delta) in enumerate(top):
+        assert func in got, (func, ours)
+        assert abs(got[func] - delta) <= tolerance(func), (func, got[func], delta, tolerance(func))
+        # the same order: the i-th of ours has the i-th size of change (ties in rounding may swap)
+        assert abs(abs(ours[i][1]) - abs(delta)) <= tolerance(func) + tolerance(ours[i][0]), (i, ours[:5], top)
+        print("%-60s ours %+7.2f  pprof %+8.3f  (within %.3f)" % (func, got[func], delta, tolerance(func)))
+    # the clear changes (b, a, c: apart by more than the rounding) in the very same places
+    assert [f for f, _ in ours[:3]] == [f for f, _ in top[:3]], (ours[:5], top)
+    assert top[0][0].startswith("b ("), top
+
+
 def test_diff_svg_in_chromium(deploy):
     """-o diff.svg: b's frame is red, a's and c's blue, each tooltip's numbers are the text
     diff's; a call path only in the baseline is listed below the graph; a screenshot is
@@ -222,20 +336,33 @@ def test_bad_input_says_why_and_writes_nothing(deploy, tmp_path):
     con.execute("CREATE TABLE ebpf_py_stack_profile (env TEXT, host TEXT, time_us INTEGER)")
     con.commit()
     con.close()
+    # a speedscope file without pystack's samples (another tool's: no sampling period)
     speedscope = str(tmp_path / "p.speedscope.json")
     with open(speedscope, "w") as f:
         json.dump({"$schema": "https://www.speedscope.app/file-format-schema.json", "profiles": []}, f)
+    # gzip, and protobuf, but no string table
     pprof = str(tmp_path / "p.pb.gz")
     with gzip.open(pprof, "wb") as f:
         f.write(b"\x0a\x02\x08\x01" * 8)
+    svg = str(tmp_path / "p.svg")
+    with open(svg, "w") as f:
+        f.write('<svg xmlns="http://www.w3.org/2000/svg"></svg>\n')
+    cut = str(tmp_path / "cut.pb.gz")
+    from_db(deploy, "v1", "-o", cut)
+    with open(cut, "rb") as f:
+        whole = f.read()
+    with open(cut, "wb") as f:
+        f.write(whole[:len(whole) // 2])
     db = "sqlite:" + deploy["db"]
     cases = [
         (["--from", "sqlite:" + other, "-o", out], 1, "not the stored profile layout"),
         (["--from", "sqlite:" + str(tmp_path / "none.db"), "-o", out], 1, "unable to open"),
         (["--from", db, "--since", "2001-01-01", "--until", "2001-01-02", "-o", out], 1,
          "no py_stack samples stored (env fleet, since 2001-01-01T00:00:00.000000Z, until 2001-01-02"),
-        (["--from", db, "-o", out, "--baseline", speedscope], 1, "not folded stacks"),
-        (["--from", db, "-o", out, "--baseline", pprof], 1, "not folded stacks"),
+        (["--from", db, "-o", out, "--baseline", speedscope], 1, "no pystack samples"),
+        (["--from", db, "-o", out, "--baseline", pprof], 1, "not a pprof profile pystack wrote"),
+        (["--from", db, "-o", out, "--baseline", cut], 1, "a broken or cut gzip stream"),
+        (["--from", db, "-o", out, "--baseline", svg], 1, "not folded stacks"),
         (["--from", db, "-o", out, "--baseline-since", "2001-01-01", "--baseline-until", "2001-01-02"], 1,
          "no py_stack samples stored"),
         (["--from", db, "-o", str(tmp_path / "out.pb.gz"), "--baseline", deploy["live"]["v1"]], 2,
