@@ -236,18 +236,28 @@ static void seen_row(void *ctx, const struct profread_row *r)
 {
 	struct seen *g = ctx;
 	char key[512];
-	int n = snprintf(key, sizeof(key), "%lld %lld %s %s %s", r->pid, r->tid, r->thread_name, r->task, r->stack);
+	int n = snprintf(key, sizeof(key), "%s %s %s %s %s", r->col[0], r->col[1], r->col[2], r->col[3], r->stack);
 
-	stackagg_get(&g->stacks, key, (size_t)n)->self += r->samples;
+	stackagg_get(&g->stacks, key, (size_t)n)->self += (long long)r->weight;
 }
 
+/* The samples read back, -1 after an error. */
 static long long read_back(const struct profread_query *q, struct seen *g)
 {
-	long long samples = -1;
+	long long rows = -1, samples = 0;
 
 	stackagg_clear(&g->stacks);
-	return profread_each(q, seen_row, g, &samples) ? -1 : samples;
+	if (profread_each(q, seen_row, g, &rows))
+		return -1;
+	for (size_t i = 0; i < g->stacks.n; i++)
+		samples += g->stacks.v[i].self;
+	return samples;
 }
+
+static const struct profread_layout samples_layout = {
+	.metric = "py_stack", .profile = true, .stack = "stack_id", .weight = "samples", .sum = true,
+	.cols = { "pid", "tid", "thread_name", "task", NULL }, .what = "samples",
+};
 
 static void test_read_sqlite(void **state)
 {
@@ -279,7 +289,7 @@ static void test_read_sqlite(void **state)
 	struct common_opts c = { .sink = &so };
 	int64_t t0 = (dbtable_now_us() / 10000000 - 100) * 10000000; /* a window's start, 1000 s ago */
 	pid_t pid11 = 11;
-	struct profread_query q = { .source = source, .metric = "py_stack", .since_us = -1, .until_us = -1 };
+	struct profread_query q;
 	struct seen g;
 	struct sink *sink;
 
@@ -287,6 +297,8 @@ static void test_read_sqlite(void **state)
 	assert_non_null(mkdtemp(path));
 	snprintf(db, sizeof(db), "%s/p.db", path);
 	snprintf(source, sizeof(source), "sqlite:%s", db);
+	profread_init(&q, &samples_layout);
+	q.source = source;
 	sink = sinks_open(&c, lists, 1);
 	assert_non_null(sink);
 	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
@@ -319,7 +331,8 @@ static void test_read_sqlite(void **state)
 	assert_int_equal(read_back(&q, &g), 1);
 	q.host = "elsewhere";
 	assert_int_equal(read_back(&q, &g), -1); /* nothing: said, an error */
-	q = (struct profread_query){ .source = source, .metric = "py_stack", .since_us = -1, .until_us = -1 };
+	profread_init(&q, &samples_layout);
+	q.source = source;
 	/* windows that begin in [since, until): the second alone */
 	q.since_us = t0 + 10000000;
 	q.until_us = t0 + 20000000;
