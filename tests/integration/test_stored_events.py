@@ -5,8 +5,8 @@ The arrangement: gil_workload.py sleeper (spinner-a spins, sleeper sleeps 10 ms 
 time: GIL waits both ways and off-CPU periods in sleeps and in the GIL's futex), traced
 at once by pyoffcpu and pygil, each writing its live folded stacks (-o FILE.txt), its
 events as JSON lines (-j --also-stdout) and, in the same run, the same events through the
-real SQLite and ClickHouse sinks. The tools stop while the target still runs (the live
-folded stacks name threads when they are written).
+real SQLite and ClickHouse sinks. The tools start after the target's threads and stop
+while they still run (the live folded stacks name threads when they are written).
 
 Ground truths: the live JSON events, folded here as the tools fold them, give exactly
 what --from must print: the same stacks, each with its events' times added up. The
@@ -43,6 +43,11 @@ def stored(tmp_path_factory):
         tools = {}
         try:
             assert w.stdout.readline().startswith(b"ready")
+            # the threads first: a record names a thread as the tool knows it then, the
+            # live folded stacks as it knows it at the end (a thread new to the tool is
+            # its comm until its Python name is read)
+            w.stdin.write(b"go\n")
+            w.stdin.flush()
             for name, args in (("pyoffcpu", ["--min-ms", "1"]), ("pygil", [])):
                 out["db"][name] = str(tmp / (name + ".db"))
                 out["live"][name] = str(tmp / (name + "_live.txt"))
@@ -51,8 +56,6 @@ def stored(tmp_path_factory):
                                           "--ch-flush-interval", "1", "--also-stdout"] + args)
             for t in tools.values():
                 t.wait_ready(timeout=600)
-            w.stdin.write(b"go\n")
-            w.stdin.flush()
             time.sleep(SECONDS)
             for t in tools.values():
                 t.stop()
