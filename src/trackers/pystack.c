@@ -62,6 +62,7 @@ enum {
 	OPT_BASELINE,
 	OPT_BASELINE_SINCE,
 	OPT_BASELINE_UNTIL,
+	OPT_BASELINE_ENV,
 };
 
 static const struct opt options[] = {
@@ -81,6 +82,7 @@ static const struct opt options[] = {
 	{ OPT_BASELINE, 0, "baseline", "FILE", "with -f or -o: the difference against folded stacks FILE (before)" },
 	{ OPT_BASELINE_SINCE, 0, "baseline-since", "TIME", "with --from: the baseline is the stored range from TIME" },
 	{ OPT_BASELINE_UNTIL, 0, "baseline-until", "TIME", "with --from: ... until TIME" },
+	{ OPT_BASELINE_ENV, 0, "baseline-env", "NAME", "with --from: the baseline is the stored rows of env NAME (the profile's: -e)" },
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -207,6 +209,8 @@ struct pystack {
 	struct profread_query from;    /* --from: the stored samples drawn (source NULL: live ones) */
 	struct profread_query before;  /* --baseline-since/--baseline-until: the baseline's range */
 	const char *baseline_file;     /* --baseline FILE */
+	const char *baseline_env;      /* --baseline-env NAME */
+	bool stored_baseline;          /* the baseline is stored rows (a range, an env) */
 	bool diff;                     /* against a baseline: by function (profdiff.h) */
 	struct stackagg baseline;      /* its stacks, by function */
 	long long stored, stored_before; /* samples read back */
@@ -276,6 +280,9 @@ static int option(struct tracker *t, int id, const char *arg)
 		return profread_parse_time("baseline-since", arg, &ps->before.since_us);
 	case OPT_BASELINE_UNTIL:
 		return profread_parse_time("baseline-until", arg, &ps->before.until_us);
+	case OPT_BASELINE_ENV:
+		ps->baseline_env = arg;
+		return 0;
 	}
 	return -1;
 }
@@ -286,16 +293,26 @@ static int check_stored(struct pystack *ps)
 	const struct common_opts *c = ps->base.common;
 	bool range = ps->before.since_us >= 0 || ps->before.until_us >= 0;
 
-	if (!ps->from.source && (ps->from.host || ps->from.since_us >= 0 || ps->from.until_us >= 0 || range))
-		return opts_usage_error("--host, --since, --until and --baseline-since/-until need --from");
+	if (!ps->from.source && (ps->from.host || ps->from.since_us >= 0 || ps->from.until_us >= 0 || range ||
+				 ps->baseline_env))
+		return opts_usage_error("--host, --since, --until, --baseline-since/-until and --baseline-env need --from");
 	if (ps->from.source && (ps->top || ps->targets.children || ps->async || ps->interval_s))
 		return opts_usage_error("--from draws stored samples: not with --top, --children, --async or -i");
 	ps->before.source = ps->from.source;
 	if (profread_check(&ps->from, c) || profread_check(&ps->before, c))
 		return -1;
-	if (ps->baseline_file && range)
-		return opts_usage_error("--baseline FILE or --baseline-since/-until, not both");
-	ps->diff = ps->baseline_file || range;
+	if (ps->baseline_file && (range || ps->baseline_env))
+		return opts_usage_error("--baseline FILE or --baseline-since/-until/-env, not both");
+	ps->stored_baseline = range || ps->baseline_env;
+	if (ps->baseline_env) {
+		/* env against env: the profile's range unless the baseline has its own */
+		ps->before.env = ps->baseline_env;
+		if (!range) {
+			ps->before.since_us = ps->from.since_us;
+			ps->before.until_us = ps->from.until_us;
+		}
+	}
+	ps->diff = ps->baseline_file || ps->stored_baseline;
 	if (ps->diff && !ps->folded && !ps->out.path)
 		return opts_usage_error("--baseline needs -f (the text diff) or -o FILE.svg");
 	if (ps->diff && (ps->per_thread || ps->per_task))
@@ -635,8 +652,7 @@ static int read_stored(struct pystack *ps)
 
 	if (profread_each(&ps->from, add_stored, ps, &rows))
 		return -1;
-	if ((ps->before.since_us >= 0 || ps->before.until_us >= 0) &&
-	    profread_each(&ps->before, add_stored_baseline, ps, &rows))
+	if (ps->stored_baseline && profread_each(&ps->before, add_stored_baseline, ps, &rows))
 		return -1;
 	ps->base.done = true;
 	return 0;
