@@ -267,7 +267,7 @@ static void put_literal(FILE *f, const char *s)
 /*
  * The query of q for ClickHouse, as pyebpf(7)'s documented one (ANY JOIN for 18.16);
  * NULL when out of memory. An event's stack column is Nullable: a null is id 0, in no
- * dictionary row.
+ * dictionary row (the chance that a stack's hash is 0 is 2^-63).
  */
 static char *ch_sql(const struct profread_query *q, const struct db_table *table, const struct db_table *stacks)
 {
@@ -290,8 +290,13 @@ static char *ch_sql(const struct profread_query *q, const struct db_table *table
 		fputs(" AND env = ", f), put_literal(f, q->env);
 	if (q->host && q->host[0])
 		fputs(" AND host = ", f), put_literal(f, q->host);
-	fprintf(f, ") ANY INNER JOIN (SELECT stack_id AS sid, any(stack) AS stack FROM %s GROUP BY stack_id) USING sid",
-		stacks->name);
+	/*
+	 * The subqueries named (26.x requires it). ANY LEFT JOIN, not ANY INNER: since
+	 * 20.x that keeps one left row per key too, which would merge events. A row whose
+	 * stack is not in the dictionary (or null) gets known = 0, and is left out.
+	 */
+	fprintf(f, ") AS rows ANY LEFT JOIN (SELECT stack_id AS sid, any(stack) AS stack, toUInt8(1) AS known FROM %s"
+		" GROUP BY stack_id) AS dict USING sid WHERE known = 1", stacks->name);
 	if (l->sum)
 		fprintf(f, " GROUP BY stack%s ORDER BY first, stack", cols);
 	else

@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+import chdb_server
 from clickhouse_server import TESTER_PASSWORD, ClickHouse
 from conftest import TARGETS, Tool, run, tool_path
 from test_profile_diff import sorted_lines
@@ -33,41 +34,49 @@ WORKLOAD = os.path.join(TARGETS, "gil_workload.py")
 SECONDS = 6
 
 
+def trace(tmp, ch_url):
+    """gil_workload.py sleeper traced by pyoffcpu and pygil at once, into SQLite files
+    and the ClickHouse at ch_url: {db, live, events, stderr} per tool."""
+    out = {"tmp": tmp, "ch": ch_url, "db": {}, "live": {}}
+    w = subprocess.Popen([PYTHON, WORKLOAD, "sleeper", "600"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    tools = {}
+    try:
+        assert w.stdout.readline().startswith(b"ready")
+        # the threads first: a record names a thread as the tool knows it then, the
+        # live folded stacks as it knows it at the end (a thread new to the tool is
+        # its comm until its Python name is read)
+        w.stdin.write(b"go\n")
+        w.stdin.flush()
+        for name, args in (("pyoffcpu", ["--min-ms", "1"]), ("pygil", [])):
+            out["db"][name] = str(tmp / (name + ".db"))
+            out["live"][name] = str(tmp / (name + "_live.txt"))
+            tools[name] = Tool(name, ["-p", str(w.pid), "-e", "ev", "-o", out["live"][name], "--sqlite",
+                                      out["db"][name], "--clickhouse-url", ch_url,
+                                      "--ch-flush-interval", "1", "--also-stdout"] + args)
+        for t in tools.values():
+            t.wait_ready(timeout=600)
+        time.sleep(SECONDS)
+        for t in tools.values():
+            t.stop()
+            assert t.returncode == 0, t.stderr[-2000:]
+    finally:
+        w.kill()
+        w.wait()
+        for t in tools.values():
+            if t.proc.poll() is None:
+                t.proc.kill()
+    out["stderr"] = {n: t.stderr for n, t in tools.items()}
+    out["events"] = {"pyoffcpu": tools["pyoffcpu"].events("off_cpu"), "pygil": tools["pygil"].events("gil_wait")}
+    return out
+
+
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stored")
     server = ClickHouse(tmp / "clickhouse")
     try:
-        out = {"tmp": tmp, "ch": server.url, "server": server, "db": {}, "live": {}}
-        w = subprocess.Popen([PYTHON, WORKLOAD, "sleeper", "600"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        tools = {}
-        try:
-            assert w.stdout.readline().startswith(b"ready")
-            # the threads first: a record names a thread as the tool knows it then, the
-            # live folded stacks as it knows it at the end (a thread new to the tool is
-            # its comm until its Python name is read)
-            w.stdin.write(b"go\n")
-            w.stdin.flush()
-            for name, args in (("pyoffcpu", ["--min-ms", "1"]), ("pygil", [])):
-                out["db"][name] = str(tmp / (name + ".db"))
-                out["live"][name] = str(tmp / (name + "_live.txt"))
-                tools[name] = Tool(name, ["-p", str(w.pid), "-e", "ev", "-o", out["live"][name], "--sqlite",
-                                          out["db"][name], "--clickhouse-url", server.url,
-                                          "--ch-flush-interval", "1", "--also-stdout"] + args)
-            for t in tools.values():
-                t.wait_ready(timeout=600)
-            time.sleep(SECONDS)
-            for t in tools.values():
-                t.stop()
-                assert t.returncode == 0, t.stderr[-2000:]
-        finally:
-            w.kill()
-            w.wait()
-            for t in tools.values():
-                if t.proc.poll() is None:
-                    t.proc.kill()
-        out["stderr"] = {n: t.stderr for n, t in tools.items()}
-        out["events"] = {"pyoffcpu": tools["pyoffcpu"].events("off_cpu"), "pygil": tools["pygil"].events("gil_wait")}
+        out = trace(tmp, server.url)
+        out["server"] = server
         yield out
     finally:
         server.close()
@@ -223,3 +232,43 @@ def test_bad_input_says_why_and_writes_nothing(stored, tmp_path):
             assert message in res.stderr and len(errors) == 1, (tool, args, res.stderr)
             assert res.stdout == "", (tool, args, res.stdout)
             assert not os.path.exists(out), (tool, args)
+
+
+def test_newer_clickhouse_reads_the_same(tmp_path):
+    """A 26.x ClickHouse (chDB behind chdb_server.py): --from reads its rows as it reads
+    18.16's, the same lines as from the same run's SQLite file (pystack's: also the
+    live run's -o FILE.txt)."""
+    why = chdb_server.available()
+    if why:
+        pytest.skip(why)
+    ch = chdb_server.ChdbClickHouse(tmp_path / "chdb")
+    try:
+        out = trace(tmp_path, ch.url)
+        for tool in ("pyoffcpu", "pygil"):
+            from_sqlite = from_(tool, "sqlite:" + out["db"][tool], "-f")
+            from_ch = from_(tool, ch.url, "-f")
+            assert from_sqlite.returncode == 0 and from_ch.returncode == 0, (from_sqlite.stderr, from_ch.stderr)
+            assert sorted_lines(from_ch.stdout) == sorted_lines(from_sqlite.stdout) != [], tool
+        # pystack's aggregated rows: the same query's other layout, summed per window
+        db, live = str(tmp_path / "pystack.db"), str(tmp_path / "pystack_live.txt")
+        w = subprocess.Popen([PYTHON, WORKLOAD, "cpu2", "600"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert w.stdout.readline().startswith(b"ready")
+            w.stdin.write(b"go\n")
+            w.stdin.flush()
+            t = Tool("pystack", ["-p", str(w.pid), "-F", "199", "-e", "ev", "--lines", "-o", live, "--sqlite", db,
+                                 "--clickhouse-url", ch.url, "--ch-flush-interval", "1", "--profile-window", "1"],
+                     json_mode=False)
+            t.wait_ready(timeout=600)
+            time.sleep(4)
+            t.stop()
+            assert t.returncode == 0, t.stderr[-2000:]
+        finally:
+            w.kill()
+            w.wait()
+        from_ch = from_("pystack", ch.url, "-f")
+        assert from_ch.returncode == 0, from_ch.stderr
+        assert sorted_lines(from_ch.stdout) == sorted_lines(from_("pystack", "sqlite:" + db, "-f").stdout) \
+            == lines_of(live) != []
+    finally:
+        ch.close()
