@@ -206,6 +206,7 @@ struct pygil {
 	uint32_t jitter; /* xorshift state for the sampling times */
 	struct pycode_loc locs[PYGIL_DEPTH];
 	struct profread_query from; /* --from: the stored waits drawn (source NULL: live ones) */
+	const char *tracing_option; /* the last option that only tracing takes (not --from) */
 };
 
 static void init(struct tracker *t)
@@ -226,7 +227,15 @@ static void init(struct tracker *t)
 static int option(struct tracker *t, int id, const char *arg)
 {
 	struct pygil *g = (struct pygil *)t;
+	static const struct {
+		int id;
+		const char *name;
+	} tracing[] = { { OPT_CHILDREN, "--children" }, { OPT_MIN_WAIT, "--min-wait-ms" }, { OPT_PY_MIN, "--py-min-ms" },
+			{ OPT_NO_STACKS, "--no-stacks" }, { OPT_HOOK, "--hook" }, { OPT_INTERVAL, "-i" } };
 
+	for (size_t i = 0; i < sizeof(tracing) / sizeof(tracing[0]); i++)
+		if (tracing[i].id == id)
+			g->tracing_option = tracing[i].name;
 	switch (id) {
 	case OPT_MIN_WAIT:
 		return opts_parse_double("min-wait-ms", arg, 0, 3600e3, &g->min_wait_ms);
@@ -274,8 +283,8 @@ static int check_stored(struct pygil *g)
 		return 0;
 	if (g->folded && g->base.common->json)
 		return opts_usage_error("-f and -j exclude each other");
-	if (g->targets.children || g->interval_s || !g->stacks)
-		return opts_usage_error("--from draws stored waits: not with --children, -i or --no-stacks");
+	if (g->tracing_option)
+		return opts_usage_error("--from draws stored waits: not with %s, which sets how to trace", g->tracing_option);
 	g->base.stored = true;
 	return 0;
 }

@@ -181,6 +181,7 @@ struct pyoffcpu {
 	uint64_t last_report_ns;
 	struct profread_query from; /* --from: the stored events drawn (source NULL: live ones) */
 	long long stored;           /* events read back */
+	const char *tracing_option; /* the last option that only tracing takes (not --from) */
 };
 
 static void init(struct tracker *t)
@@ -201,7 +202,16 @@ static void init(struct tracker *t)
 static int option(struct tracker *t, int id, const char *arg)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
+	static const struct {
+		int id;
+		const char *name;
+	} tracing[] = { { OPT_CHILDREN, "--children" }, { OPT_MIN_MS, "--min-ms" }, { OPT_PY_MIN_MS, "--py-min-ms" },
+			{ OPT_MAX_STACK_DEPTH, "--max-stack-depth" }, { OPT_STATE, "--state" }, { OPT_NO_PY, "--no-py" },
+			{ OPT_INTERVAL, "-i" } };
 
+	for (size_t i = 0; i < sizeof(tracing) / sizeof(tracing[0]); i++)
+		if (tracing[i].id == id)
+			o->tracing_option = tracing[i].name;
 	switch (id) {
 	case OPT_CHILDREN:
 		o->targets.children = true;
@@ -256,8 +266,8 @@ static int check_stored(struct pyoffcpu *o)
 		return opts_usage_error("--from draws the stored events' stacks: say -f or -o FILE");
 	if (o->folded && o->base.common->json)
 		return opts_usage_error("-f and -j exclude each other");
-	if (o->targets.children || o->interval_s)
-		return opts_usage_error("--from draws stored events: not with --children or -i");
+	if (o->tracing_option)
+		return opts_usage_error("--from draws stored events: not with %s, which sets how to trace", o->tracing_option);
 	o->base.stored = true;
 	return 0;
 }

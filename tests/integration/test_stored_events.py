@@ -225,6 +225,11 @@ def test_bad_input_says_why_and_writes_nothing(stored, tmp_path):
         ]
         if tool == "pyoffcpu":
             cases.append((["--from", db], 2, "--from draws the stored events' stacks: say -f or -o FILE"))
+            cases.append((["--from", db, "--min-ms", "5", "-o", out], 2, "not with --min-ms, which sets how to trace"))
+        else:
+            cases.append((["--from", db, "--hook", "condvar", "-o", out], 2, "not with --hook, which sets how to trace"))
+        cases.append((["--from", db, "--sqlite", str(tmp_path / "x.db"), "-o", out], 2,
+                      "--from reads a database: not with --sqlite"))
         for args, code, message in cases:
             res = run([tool_path(tool), "-e", "ev"] + args, check=False, timeout=120)
             assert res.returncode == code, (tool, args, res.returncode, res.stderr)
