@@ -291,8 +291,8 @@ static char *ch_sql(const struct profread_query *q, const struct db_table *table
 	if (q->host && q->host[0])
 		fputs(" AND host = ", f), put_literal(f, q->host);
 	/*
-	 * The subqueries named (26.x requires it). ANY LEFT JOIN, not ANY INNER: since
-	 * 20.x that keeps one left row per key too, which would merge events. A row whose
+	 * The subqueries named (26.x requires it). ANY LEFT JOIN, not ANY INNER: on
+	 * newer servers (26.x) that keeps one left row per key too, which merges events. A row whose
 	 * stack is not in the dictionary (or null) gets known = 0, and is left out.
 	 */
 	fprintf(f, ") AS rows ANY LEFT JOIN (SELECT stack_id AS sid, any(stack) AS stack, toUInt8(1) AS known FROM %s"
