@@ -3,7 +3,8 @@
  * stacks of both. Hooks, best first: uprobes on take_gil (builds with symbols, e.g.
  * pyenv), else libc's timed wait on the GIL's condition variable (stripped distro
  * builds). At the end (and every -i) a per-thread table of time holding, waiting and
- * neither, and the holder stacks that made others wait longest (-f: folded).
+ * neither, and the holder stacks that made others wait longest (-f: folded). With
+ * --from, the holder stacks of the waits a database sink stored.
  */
 #include "tool.h"
 #include "trackers.h"
@@ -16,7 +17,8 @@ static const struct tool_doc doc = {
 		    "  pygil -p 4242 -d 10 -f         # holder stacks folded, weighted by time waited\n"
 		    "  pygil -p 4242 -d 10 -o gil.svg # the same as a flame graph\n"
 		    "  pygil -p 4242 -i 5 --no-stacks # the per-thread table every 5 seconds\n"
-		    "  pygil -p 4242 -j               # JSON lines\n",
+		    "  pygil -p 4242 -j               # JSON lines\n"
+		    "  pygil --from sqlite:m.db -e prod --since -1h -o gil.svg  # what a --sqlite run stored\n",
 };
 
 int main(int argc, char **argv)

@@ -16,7 +16,8 @@ static const struct tool_doc doc = {
 		    "  pystack -p 4242 --top         # a live table, q quits\n"
 		    "  pystack -p 4242 -j            # one JSON line per sample\n"
 		    "  pystack --from sqlite:m.db -e prod --since -1h -o cpu.svg  # what a --sqlite run stored\n"
-		    "  pystack --from sqlite:m.db --since -1h -f --baseline-until -1h  # what changed in the last hour\n",
+		    "  pystack --from sqlite:m.db --since -1h -f --baseline-until -1h  # what changed in the last hour\n"
+		    "  pystack --from sqlite:m.db -e prod --baseline-env canary -o diff.svg  # env against env\n",
 };
 
 int main(int argc, char **argv)

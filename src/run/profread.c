@@ -88,18 +88,79 @@ int profread_parse_time(const char *option, const char *arg, int64_t *out_us)
 	return 0;
 }
 
-/* The table of q->metric's aggregated rows and the dictionary's, from the sink's own schemas. */
-static int table_names(const char *metric, struct db_table *profile, struct db_table *stacks)
+void profread_init(struct profread_query *q, const struct profread_layout *layout)
+{
+	*q = (struct profread_query){ .layout = layout, .since_us = -1, .until_us = -1 };
+}
+
+int profread_option(struct profread_query *q, enum profread_opt which, const char *arg)
+{
+	switch (which) {
+	case PROFREAD_FROM:
+		q->source = arg;
+		return profread_check_source(arg);
+	case PROFREAD_HOST:
+		q->host = arg;
+		return 0;
+	case PROFREAD_SINCE:
+		return profread_parse_time("since", arg, &q->since_us);
+	case PROFREAD_UNTIL:
+		return profread_parse_time("until", arg, &q->until_us);
+	}
+	return -1;
+}
+
+int profread_check(struct profread_query *q, const struct common_opts *c)
+{
+	if (!q->source && (q->host || q->since_us >= 0 || q->until_us >= 0))
+		return opts_usage_error("--host, --since and --until need --from");
+	if (q->source && sinkopts_any_database(c->sink))
+		return opts_usage_error("--from reads a database: not with --sqlite or --clickhouse-url");
+	/* the rows' -e and -p (a live run's tag and targets) choose what is read */
+	q->env = c->env;
+	q->pids = c->pids;
+	q->npids = c->npids;
+	q->ch = c->sink;
+	return 0;
+}
+
+/* The table of the layout's records and the dictionary's, from the sink's own schemas. */
+static int table_names(const struct profread_layout *l, struct db_table *table, struct db_table *stacks)
 {
 	static const struct field none[] = { FIELD_END };
-	const struct schema probe = { metric, SCHEMA_EVENT, none };
-	const struct schema *sc = profrows_profile_of(&probe);
+	const struct schema probe = { l->metric, SCHEMA_EVENT, none };
+	const struct schema *sc = l->profile ? profrows_profile_of(&probe) : &probe;
 
-	if (!sc || dbtable_init(profile, sc) || dbtable_init(stacks, &profrows_stacks_schema)) {
-		log_error("--from: no stored profile of %s records", metric);
+	if (!sc || dbtable_init(table, sc) || dbtable_init(stacks, &profrows_stacks_schema)) {
+		log_error("--from: no stored profile of %s records", l->metric);
 		return -1;
 	}
 	return 0;
+}
+
+/* The layout's columns, each as ", PREFIXcol"; NULL when out of memory. */
+static char *col_list(const struct profread_layout *l, const char *prefix)
+{
+	char *cols = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&cols, &len);
+
+	for (int i = 0; f && i < PROFREAD_COLS && l->cols[i]; i++)
+		fprintf(f, ", %s%s", prefix, l->cols[i]);
+	if (!f || fclose(f)) {
+		free(cols);
+		return NULL;
+	}
+	return cols;
+}
+
+static int ncols(const struct profread_layout *l)
+{
+	int n = 0;
+
+	while (n < PROFREAD_COLS && l->cols[n])
+		n++;
+	return n;
 }
 
 /* " AND p.pid IN (1,2)" of q's pids, or ""; NULL when out of memory. */
@@ -119,26 +180,33 @@ static char *pid_list(const struct profread_query *q)
 }
 
 static int sqlite_each(const struct profread_query *q, const char *path, profread_fn fn, void *ctx,
-		       long long *samples)
+		       long long *rows)
 {
-	struct db_table profile, stacks;
+	const struct profread_layout *l = q->layout;
+	struct db_table table, stacks;
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
-	char *sql = NULL, *pids = NULL;
-	int r = -1, rc;
+	char *sql = NULL, *pids = NULL, *cols = NULL;
+	int r = -1, rc, n = ncols(l);
 
-	if (table_names(q->metric, &profile, &stacks))
+	if (table_names(l, &table, &stacks))
 		return -1;
-	if (!(pids = pid_list(q)))
+	if (!(pids = pid_list(q)) || !(cols = col_list(l, "p.")))
 		goto out;
 	/* a stack's dictionary rows repeat per day, env and host: the same text under one id */
-	if (asprintf(&sql,
-		     "SELECT s.stack, p.pid, p.tid, p.thread_name, p.task, sum(p.samples) FROM %s p"
-		     " JOIN (SELECT DISTINCT stack_id, stack FROM %s) s USING (stack_id)"
-		     " WHERE (?1 IS NULL OR p.env = ?1) AND (?2 IS NULL OR p.host = ?2)"
-		     " AND p.time_us >= ?3 AND p.time_us < ?4%s"
-		     " GROUP BY s.stack, p.pid, p.tid, p.thread_name, p.task ORDER BY min(p.time_us), s.stack",
-		     profile.name, stacks.name, pids) < 0) {
+	if ((l->sum ? asprintf(&sql,
+			       "SELECT s.stack, sum(p.%s)%s FROM %s p"
+			       " JOIN (SELECT DISTINCT stack_id, stack FROM %s) s ON s.stack_id = p.%s"
+			       " WHERE (?1 IS NULL OR p.env = ?1) AND (?2 IS NULL OR p.host = ?2)"
+			       " AND p.time_us >= ?3 AND p.time_us < ?4%s"
+			       " GROUP BY s.stack%s ORDER BY min(p.time_us), s.stack",
+			       l->weight, cols, table.name, stacks.name, l->stack, pids, cols)
+		    : asprintf(&sql,
+			       "SELECT s.stack, p.%s%s FROM %s p"
+			       " JOIN (SELECT DISTINCT stack_id, stack FROM %s) s ON s.stack_id = p.%s"
+			       " WHERE (?1 IS NULL OR p.env = ?1) AND (?2 IS NULL OR p.host = ?2)"
+			       " AND p.time_us >= ?3 AND p.time_us < ?4%s ORDER BY p.time_us, s.stack",
+			       l->weight, cols, table.name, stacks.name, l->stack, pids)) < 0) {
 		sql = NULL;
 		goto out;
 	}
@@ -150,7 +218,7 @@ static int sqlite_each(const struct profread_query *q, const char *path, profrea
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
 		/* no such table or column, or not a database: not what a pyebpf sink writes */
 		log_error("--from sqlite:%s: not the stored profile layout (tables %s and %s): %s", path,
-			  profile.name, stacks.name, sqlite3_errmsg(db));
+			  table.name, stacks.name, sqlite3_errmsg(db));
 		goto out;
 	}
 	if (q->env && q->env[0])
@@ -159,19 +227,14 @@ static int sqlite_each(const struct profread_query *q, const char *path, profrea
 		sqlite3_bind_text(st, 2, q->host, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, q->since_us >= 0 ? q->since_us : 0);
 	sqlite3_bind_int64(st, 4, q->until_us >= 0 ? q->until_us : INT64_MAX);
-	*samples = 0;
+	*rows = 0;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *stack = (const char *)sqlite3_column_text(st, 0);
-		const char *thread = (const char *)sqlite3_column_text(st, 3), *task = (const char *)sqlite3_column_text(st, 4);
-		struct profread_row row = {
-			.stack = stack ? stack : "",
-			.pid = sqlite3_column_int64(st, 1),
-			.tid = sqlite3_column_int64(st, 2),
-			.thread_name = thread ? thread : "",
-			.task = task ? task : "",
-			.samples = sqlite3_column_int64(st, 5),
-		};
-		*samples += row.samples;
+		struct profread_row row = { .stack = stack ? stack : "", .weight = sqlite3_column_double(st, 1) };
+
+		for (int i = 0; i < n; i++)
+			row.col[i] = (const char *)sqlite3_column_text(st, 2 + i);
+		++*rows;
 		fn(ctx, &row);
 	}
 	if (rc != SQLITE_DONE)
@@ -179,12 +242,13 @@ static int sqlite_each(const struct profread_query *q, const char *path, profrea
 	else
 		r = 0;
 out:
-	if (!sql || !pids)
+	if (!sql || !pids || !cols)
 		log_error("--from: out of memory");
 	sqlite3_finalize(st);
 	sqlite3_close(db);
 	free(sql);
 	free(pids);
+	free(cols);
 	return r;
 }
 
@@ -200,32 +264,51 @@ static void put_literal(FILE *f, const char *s)
 	fputc('\'', f);
 }
 
-/* The query of q for ClickHouse, as pyebpf(7)'s documented one (ANY JOIN for 18.16); NULL when out of memory. */
-static char *ch_sql(const struct profread_query *q, const struct db_table *profile, const struct db_table *stacks)
+/*
+ * The query of q for ClickHouse, as pyebpf(7)'s documented one (ANY JOIN for 18.16);
+ * NULL when out of memory. An event's stack column is Nullable: a null is id 0, in no
+ * dictionary row (the chance that a stack's hash is 0 is 2^-63).
+ */
+static char *ch_sql(const struct profread_query *q, const struct db_table *table, const struct db_table *stacks)
 {
-	char *sql = NULL, *pids = pid_list(q);
+	const struct profread_layout *l = q->layout;
+	char *sql = NULL, *pids = pid_list(q), *cols = col_list(l, "");
 	size_t len = 0;
-	FILE *f = pids ? open_memstream(&sql, &len) : NULL;
+	FILE *f = pids && cols ? open_memstream(&sql, &len) : NULL;
 
-	if (!f) {
-		free(pids);
-		return NULL;
-	}
-	fprintf(f, "SELECT stack, pid, tid, thread_name, task, sum(samples), min(time_us) AS first FROM"
-		" (SELECT stack_id, pid, tid, thread_name, task, samples, time_us FROM %s AS p"
+	if (!f)
+		goto out;
+	if (l->sum)
+		fprintf(f, "SELECT stack, sum(w)%s, min(time_us) AS first FROM", cols);
+	else
+		fprintf(f, "SELECT stack, w%s, time_us FROM", cols);
+	fprintf(f, " (SELECT ifNull(%s, toUInt64(0)) AS sid, %s AS w%s, time_us FROM %s AS p"
 		" WHERE time_us >= %" PRId64 " AND time_us < %" PRId64 "%s",
-		profile->name, q->since_us >= 0 ? q->since_us : 0, q->until_us >= 0 ? q->until_us : INT64_MAX, pids);
+		l->stack, l->weight, cols, table->name, q->since_us >= 0 ? q->since_us : 0,
+		q->until_us >= 0 ? q->until_us : INT64_MAX, pids);
 	if (q->env && q->env[0])
 		fputs(" AND env = ", f), put_literal(f, q->env);
 	if (q->host && q->host[0])
 		fputs(" AND host = ", f), put_literal(f, q->host);
-	fprintf(f, ") ANY INNER JOIN (SELECT stack_id, any(stack) AS stack FROM %s GROUP BY stack_id) USING stack_id"
-		" GROUP BY stack, pid, tid, thread_name, task ORDER BY first, stack FORMAT TabSeparated", stacks->name);
-	free(pids);
+	/*
+	 * The subqueries named (26.x requires it). ANY LEFT JOIN, not ANY INNER: on
+	 * newer servers (26.x) that keeps one left row per key too, which merges events. A row whose
+	 * stack is not in the dictionary (or null) gets known = 0, and is left out.
+	 */
+	fprintf(f, ") AS rows ANY LEFT JOIN (SELECT stack_id AS sid, any(stack) AS stack, toUInt8(1) AS known FROM %s"
+		" GROUP BY stack_id) AS dict USING sid WHERE known = 1", stacks->name);
+	if (l->sum)
+		fprintf(f, " GROUP BY stack%s ORDER BY first, stack", cols);
+	else
+		fputs(" ORDER BY time_us, stack", f);
+	fputs(" FORMAT TabSeparated", f);
 	if (fclose(f)) {
 		free(sql);
-		return NULL;
+		sql = NULL;
 	}
+out:
+	free(pids);
+	free(cols);
 	return sql;
 }
 
@@ -260,17 +343,19 @@ static char *tsv_field(char *s)
 	return s;
 }
 
-/* The reply's rows to fn; 0, or -1 when a line is not the query's six columns. */
-static int ch_rows(char *text, profread_fn fn, void *ctx, long long *samples)
+/* The reply's rows to fn; 0, or -1 when a line is not the query's columns. */
+static int ch_rows(const struct profread_layout *l, char *text, profread_fn fn, void *ctx, long long *rows)
 {
+	int want = 3 + ncols(l); /* stack, weight, the columns, the time */
+
 	for (char *line = text, *next; line && *line; line = next) {
-		char *col[7];
+		char *col[3 + PROFREAD_COLS];
 		int n = 0;
 
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = 0;
-		for (char *p = line; n < 7; n++) {
+		for (char *p = line; n < want; n++) {
 			col[n] = p;
 			p = strchr(p, '\t');
 			if (!p) {
@@ -279,19 +364,14 @@ static int ch_rows(char *text, profread_fn fn, void *ctx, long long *samples)
 			}
 			*p++ = 0;
 		}
-		if (n != 7)
+		if (n != want)
 			return -1;
-		for (int i = 0; i < 7; i++)
+		for (int i = 0; i < n; i++)
 			col[i] = tsv_field(col[i]);
-		struct profread_row row = {
-			.stack = col[0] ? col[0] : "",
-			.pid = col[1] ? strtoll(col[1], NULL, 10) : 0,
-			.tid = col[2] ? strtoll(col[2], NULL, 10) : 0,
-			.thread_name = col[3] ? col[3] : "",
-			.task = col[4] ? col[4] : "",
-			.samples = col[5] ? strtoll(col[5], NULL, 10) : 0,
-		};
-		*samples += row.samples;
+		struct profread_row row = { .stack = col[0] ? col[0] : "", .weight = col[1] ? strtod(col[1], NULL) : 0 };
+		for (int i = 0; i < want - 3; i++)
+			row.col[i] = col[2 + i];
+		++*rows;
 		fn(ctx, &row);
 	}
 	return 0;
@@ -304,10 +384,10 @@ static const char *first_line(char *text)
 	return text;
 }
 
-static int ch_each(const struct profread_query *q, profread_fn fn, void *ctx, long long *samples)
+static int ch_each(const struct profread_query *q, profread_fn fn, void *ctx, long long *rows)
 {
 	const struct sink_opts *o = q->ch;
-	struct db_table profile, stacks;
+	struct db_table table, stacks;
 	char *sql = NULL, *url = NULL, *reply = NULL, *password = NULL;
 	size_t len = 0;
 	FILE *f = NULL;
@@ -316,12 +396,12 @@ static int ch_each(const struct profread_query *q, profread_fn fn, void *ctx, lo
 	long status = 0;
 	int r = -1;
 
-	*samples = 0;
-	if (table_names(q->metric, &profile, &stacks))
+	*rows = 0;
+	if (table_names(q->layout, &table, &stacks))
 		return -1;
 	if (sink_clickhouse_password(o, &password))
 		return -1;
-	if (!(sql = ch_sql(q, &profile, &stacks)) ||
+	if (!(sql = ch_sql(q, &table, &stacks)) ||
 	    asprintf(&url, "%s%s?database=%s", q->source, q->source[strlen(q->source) - 1] == '/' ? "" : "/",
 		     o && o->ch_database ? o->ch_database : "default") < 0 ||
 	    !(f = open_memstream(&reply, &len)) || !(h = curl_easy_init())) {
@@ -356,9 +436,9 @@ static int ch_each(const struct profread_query *q, profread_fn fn, void *ctx, lo
 		log_error("--from %s: ClickHouse has no database '%s': %s", q->source,
 			  o && o->ch_database ? o->ch_database : "default", first_line(reply));
 	else if (status != 200)
-		log_error("--from %s: not the stored profile layout (tables %s and %s): %s", q->source, profile.name,
+		log_error("--from %s: not the stored profile layout (tables %s and %s): %s", q->source, table.name,
 			  stacks.name, first_line(reply));
-	else if (ch_rows(reply, fn, ctx, samples))
+	else if (ch_rows(q->layout, reply, fn, ctx, rows))
 		log_error("--from %s: ClickHouse's reply is not rows of the query's columns", q->source);
 	else
 		r = 0;
@@ -391,16 +471,16 @@ static void say_time(FILE *f, bool *first, const char *name, int64_t us)
 	say(f, first, name, iso);
 }
 
-int profread_each(const struct profread_query *q, profread_fn fn, void *ctx, long long *samples)
+int profread_each(const struct profread_query *q, profread_fn fn, void *ctx, long long *rows)
 {
 	char what[512] = "", pid[16];
 	bool first = true;
 	FILE *f;
 
-	if (is_http(q->source) ? ch_each(q, fn, ctx, samples)
-			       : sqlite_each(q, q->source + strlen(SQLITE_PREFIX), fn, ctx, samples))
+	if (is_http(q->source) ? ch_each(q, fn, ctx, rows)
+			       : sqlite_each(q, q->source + strlen(SQLITE_PREFIX), fn, ctx, rows))
 		return -1;
-	if (*samples > 0)
+	if (*rows > 0)
 		return 0;
 	f = fmemopen(what, sizeof(what) - 1, "w");
 	if (f) {
@@ -417,6 +497,6 @@ int profread_each(const struct profread_query *q, profread_fn fn, void *ctx, lon
 		fputs(first ? "" : ")", f);
 		fclose(f);
 	}
-	log_error("--from %s: no %s samples stored%s", q->source, q->metric, what);
+	log_error("--from %s: no %s %s stored%s", q->source, q->layout->metric, q->layout->what, what);
 	return -1;
 }

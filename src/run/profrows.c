@@ -365,7 +365,8 @@ void profrows_emit(struct profrows *p, int64_t now_us, int64_t lag_us, bool all,
 	int64_t oldest = INT64_MAX;
 
 	profrows_emit_stacks(p, out, ctx);
-	if (!all && now_us < p->oldest_end + lag_us)
+	/* no row yet: oldest_end is INT64_MAX, so the lag comes off now_us, not onto it */
+	if (!all && now_us - lag_us < p->oldest_end)
 		return;
 	json_object_foreach_safe(p->rows, tmp, key, v)
 	{

@@ -1,5 +1,7 @@
 #include "tool.h"
 
+#include <stdlib.h>
+
 #include "dbsinks.h"
 #include "log.h"
 #include "runner.h"
@@ -17,6 +19,7 @@ int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int arg
 		return EXIT_RUNTIME;
 	if (tracker_parse_args(t, doc, &common, argc, argv)) {
 		tracker_free(t);
+		free(sinkopts.ch_password);
 		return EXIT_USAGE;
 	}
 	sink = sinks_open(&common, &ops->schemas, 1);
@@ -26,5 +29,6 @@ int tool_main(const struct tool_doc *doc, const struct tracker_ops *ops, int arg
 	if (sink_close(sink) && rc == EXIT_OK)
 		rc = EXIT_RUNTIME;
 	tracker_free(t);
+	free(sinkopts.ch_password); /* --clickhouse-password's copy (sinkopts.c) */
 	return rc;
 }

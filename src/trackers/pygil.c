@@ -6,10 +6,12 @@
  * pthread_cond_timedwait on that condition variable. At the end and every -i: the share
  * of wall time each thread held the GIL, waited for it or neither, and the holder
  * stacks that made others wait longest (-f: folded; -o FILE: drawn, weighted by the
- * waits, for the whole run).
+ * waits, for the whole run). With --from, the gil_wait events a database sink stored
+ * (profread.h): their holder stacks, as the table, -f or -o show them, without BPF.
  */
 #include <bcc/libbpf.h>
 #include <linux/types.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include "pygil_hooks.h"
 #include "pygil_waits.h"
 #include "profile.h"
+#include "profread.h"
 #include "pyhooks.h"
 #include "pytargets.h"
 #include "record.h"
@@ -58,6 +61,10 @@ enum {
 	OPT_NO_STACKS,
 	OPT_HOOK,
 	OPT_FORMAT,
+	OPT_FROM,
+	OPT_HOST,
+	OPT_SINCE,
+	OPT_UNTIL,
 	OPT_OUTPUT = 'o',
 };
 
@@ -71,6 +78,7 @@ static const struct opt options[] = {
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the tables (or folded stacks) every SECONDS" },
 	{ OPT_HOOK, 0, "hook", "HOOK", "take_gil or condvar (uprobes) instead of futex, the syscall tracepoints" },
 	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
+	PROFREAD_OPT_ENTRIES(OPT_FROM, OPT_HOST, OPT_SINCE, OPT_UNTIL),
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -159,6 +167,10 @@ static const struct schema holder_schema = { "gil_holder_stack", SCHEMA_ROW, hol
 static const struct schema summary_schema = { "pygil_summary", SCHEMA_SUMMARY, summary_fields };
 static const struct schema *const schemas[] = { &wait_schema, &thread_schema, &holder_schema,
 						&summary_schema, NULL };
+/* --from: every stored gil_wait event with a holder stack (by id, profrows.h) */
+static const struct profread_layout stored_layout = {
+	.metric = "gil_wait", .stack = "holder_py_stack_id", .weight = "duration_ms", .what = "events",
+};
 
 /* One thread in the per-thread table. */
 struct thread_row {
@@ -193,12 +205,15 @@ struct pygil {
 	uint64_t interval_start_ns, last_sample_ns, next_sample_ns;
 	uint32_t jitter; /* xorshift state for the sampling times */
 	struct pycode_loc locs[PYGIL_DEPTH];
+	struct profread_query from; /* --from: the stored waits drawn (source NULL: live ones) */
+	const char *tracing_option; /* the last option that only tracing takes (not --from) */
 };
 
 static void init(struct tracker *t)
 {
 	struct pygil *g = (struct pygil *)t;
 
+	profread_init(&g->from, &stored_layout);
 	g->min_wait_ms = 1.0;
 	g->py_min_ms = -1;
 	g->stacks = true;
@@ -212,7 +227,15 @@ static void init(struct tracker *t)
 static int option(struct tracker *t, int id, const char *arg)
 {
 	struct pygil *g = (struct pygil *)t;
+	static const struct {
+		int id;
+		const char *name;
+	} tracing[] = { { OPT_CHILDREN, "--children" }, { OPT_MIN_WAIT, "--min-wait-ms" }, { OPT_PY_MIN, "--py-min-ms" },
+			{ OPT_NO_STACKS, "--no-stacks" }, { OPT_HOOK, "--hook" }, { OPT_INTERVAL, "-i" } };
 
+	for (size_t i = 0; i < sizeof(tracing) / sizeof(tracing[0]); i++)
+		if (tracing[i].id == id)
+			g->tracing_option = tracing[i].name;
 	switch (id) {
 	case OPT_MIN_WAIT:
 		return opts_parse_double("min-wait-ms", arg, 0, 3600e3, &g->min_wait_ms);
@@ -242,15 +265,37 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_OUTPUT:
 	case OPT_FORMAT:
 		return profile_option(&g->out, id == OPT_FORMAT, arg);
+	case OPT_FROM:
+	case OPT_HOST:
+	case OPT_SINCE:
+	case OPT_UNTIL:
+		return profread_option(&g->from, (enum profread_opt)(id - OPT_FROM), arg);
 	}
 	return -1;
+}
+
+/* --from: the stored waits' holder stacks; no targets (-p chooses rows). */
+static int check_stored(struct pygil *g)
+{
+	if (profread_check(&g->from, g->base.common))
+		return -1;
+	if (!g->from.source)
+		return 0;
+	if (g->folded && g->base.common->json)
+		return opts_usage_error("-f and -j exclude each other");
+	if (g->tracing_option)
+		return opts_usage_error("--from draws stored waits: not with %s, which sets how to trace", g->tracing_option);
+	g->base.stored = true;
+	return 0;
 }
 
 static int check(struct tracker *t)
 {
 	struct pygil *g = (struct pygil *)t;
 
-	if (tracker_check_pids_folded(t, g->folded))
+	if (check_stored(g))
+		return -1;
+	if (!g->from.source && tracker_check_pids_folded(t, g->folded))
 		return -1;
 	if (g->folded && !g->stacks)
 		return opts_usage_error("-f needs the stacks (drop --no-stacks)");
@@ -303,6 +348,8 @@ static int prepare(struct tracker *t)
 	const struct pyhook_planner planner = { plan_binary, keep_target, g, false, g->targets.children };
 	int n;
 
+	if (g->from.source)
+		return 0; /* stored waits: no BPF, no targets */
 	if (build_cflags(g))
 		return -1;
 	t->text = pygil_bpf_text;
@@ -471,7 +518,7 @@ static void print_holders(struct pygil *g)
 {
 	const struct stackagg_entry **top = stackagg_sorted(&g->holders);
 
-	sink_table_begin(g->base.sink, &holder_schema, "");
+	sink_table_begin(g->base.sink, &holder_schema, g->from.source ? NULL : "");
 	for (size_t i = 0; top && i < g->holders.n && i < TOP_STACKS; i++) {
 		json_t *o = json_object();
 
@@ -547,6 +594,34 @@ static void set_stack(json_t *o, const char *key, const char *depth_key, const c
 	json_object_set_new(o, depth_key, text ? json_integer(depth) : json_null());
 }
 
+/* A wait of ns behind holder's stack: into the holder table (-f) and the profile (-o). */
+static void add_holder(struct pygil *g, const char *holder, uint64_t ns)
+{
+	/* a holder between frames (a thread starting or ending) still made others wait */
+	const char *key = shown_stack(holder);
+	struct stackagg_entry *e = stackagg_get(&g->holders, key, strlen(key));
+
+	if (e) {
+		e->self += (long long)(ns / 1000);
+		e->total++;
+	}
+	if (g->out.path)
+		stackagg_add_weighted(&g->profile, key, strlen(key), (long long)ns);
+}
+
+/*
+ * --from: a stored wait, as the live run counted it. Its duration_ms has three
+ * decimals (jsonfmt.h): the wait in whole microseconds, rounded where the live run's
+ * -f cuts each wait's nanoseconds to whole microseconds and -o adds nanoseconds.
+ */
+static void add_stored(void *ctx, const struct profread_row *r)
+{
+	struct pygil *g = ctx;
+
+	add_holder(g, r->stack, (uint64_t)llround(r->weight * 1e6));
+	g->events++;
+}
+
 static void on_event(void *ctx, void *data, int size)
 {
 	struct pygil *g = ctx;
@@ -576,18 +651,8 @@ static void on_event(void *ctx, void *data, int size)
 			return;
 		holder = stack_text(g, pt, s->holder, (unsigned)pyframes_depth(s->holder_depth, size, head),
 				    s->holder_status, &g->holder_text, &hdepth);
-		if (holder) {
-			/* a holder between frames (a thread starting or ending) still made others wait */
-			const char *key = shown_stack(holder);
-			struct stackagg_entry *e = stackagg_get(&g->holders, key, strlen(key));
-			if (e) {
-				e->self += (long long)((ev->end_ns - ev->start_ns) / 1000);
-				e->total++;
-			}
-			if (g->out.path)
-				stackagg_add_weighted(&g->profile, key, strlen(key),
-						      (long long)(ev->end_ns - ev->start_ns));
-		}
+		if (holder)
+			add_holder(g, holder, ev->end_ns - ev->start_ns);
 	}
 	g->events++;
 	if (g->folded)
@@ -633,7 +698,12 @@ static int start(struct tracker *t)
 {
 	struct pygil *g = (struct pygil *)t;
 	struct bpfprog *p = t->prog;
+	long long rows;
 
+	if (g->from.source) {
+		t->done = true;
+		return profread_each(&g->from, add_stored, g, &rows);
+	}
 	if (pygil_waits_init(&g->waits)) {
 		log_error("out of memory");
 		return -1;
@@ -662,6 +732,8 @@ static int tick(struct tracker *t, uint64_t now_ns)
 {
 	struct pygil *g = (struct pygil *)t;
 
+	if (g->from.source)
+		return 0; /* stored waits: all read at the start */
 	t->done = pytargets_refresh(&g->targets, now_ns);
 	configure_targets(g);
 	sample_holders(g, now_ns);
@@ -674,11 +746,29 @@ static int tick(struct tracker *t, uint64_t now_ns)
 	return 0;
 }
 
+static const struct profile_meta profile_meta = {
+	.title = "pygil: the Python code holding the GIL while others waited",
+	.count_name = "waits",
+	.weight_name = "gil_wait",
+	.by_weight = true,
+	.folded_us = true,
+};
+
 static void finish(struct tracker *t)
 {
 	struct pygil *g = (struct pygil *)t;
 	json_t *o;
 
+	if (g->from.source) {
+		/* the holder stacks of the stored waits: no thread table (holding was sampled, not stored) */
+		if (g->folded)
+			print_folded(g);
+		else
+			print_holders(g);
+		t->failed |= 0 != profile_write(&g->out, &g->profile, &profile_meta);
+		log_info("read %llu gil_wait events from %s", g->events, g->from.source);
+		return;
+	}
 	report(g, time_mono_ns());
 	o = summary_begin(t, &summary_schema, counters);
 	json_set_int(o, "events", (json_int_t)g->events);
@@ -687,13 +777,7 @@ static void finish(struct tracker *t)
 	json_set_int(o, "rows_untabled", (json_int_t)g->rows_untabled);
 	record_set_targets(o, g->targets.skipped, g->targets.exits);
 	summary_end(t, &summary_schema, o, g->targets.added);
-	t->failed |= 0 != profile_write(&g->out, &g->profile, &(const struct profile_meta){
-		.title = "pygil: the Python code holding the GIL while others waited",
-		.count_name = "waits",
-		.weight_name = "gil_wait",
-		.by_weight = true,
-		.folded_us = true,
-	});
+	t->failed |= 0 != profile_write(&g->out, &g->profile, &profile_meta);
 }
 
 static void destroy(struct tracker *t)

@@ -7,10 +7,12 @@
  * the kernel per (thread, kernel, user, Python stack) and printed as folded stacks.
  * -o FILE takes those sums too (with the records or with -f) and draws them, weighted
  * by the time off the CPU. At the end a row per thread with every period counted
- * (whatever --min-ms).
+ * (whatever --min-ms). With --from, the off_cpu events a database sink stored
+ * (profread.h) are folded and drawn the same way instead, without BPF.
  */
 #include <bcc/libbpf.h>
 #include <errno.h>
+#include <math.h>
 #include <linux/types.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include "log.h"
 #include "procinfo.h"
 #include "profile.h"
+#include "profread.h"
 #include "pyebpf_bpf.h"
 #include "pyframes.h"
 #include "pyoffcpu.h"
@@ -52,6 +55,10 @@ enum {
 	OPT_NO_PY,
 	OPT_FORMAT,
 	OPT_PER_TASK,
+	OPT_FROM,
+	OPT_HOST,
+	OPT_SINCE,
+	OPT_UNTIL,
 	OPT_OUTPUT = 'o',
 };
 
@@ -67,6 +74,7 @@ static const struct opt options[] = {
 	{ OPT_PER_TASK, 0, "per-task", NULL, "with -f or -o: the asyncio task's name as the root frame (task:NAME), not the thread's" },
 	{ OPT_INTERVAL, 'i', "interval", "SECONDS", "print the per-thread table so far (with -f: the folded stacks since the last) every SECONDS" },
 	PROFILE_OPT_ENTRIES(OPT_OUTPUT, OPT_FORMAT),
+	PROFREAD_OPT_ENTRIES(OPT_FROM, OPT_HOST, OPT_SINCE, OPT_UNTIL),
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -148,6 +156,12 @@ static const struct schema event_schema = { "off_cpu", SCHEMA_EVENT, event_field
 static const struct schema thread_schema = { "off_cpu_thread", SCHEMA_ROW, thread_fields };
 static const struct schema summary_schema = { "pyoffcpu_summary", SCHEMA_SUMMARY, summary_fields };
 static const struct schema *const schemas[] = { &event_schema, &thread_schema, &summary_schema, NULL };
+/* --from: every stored off_cpu event, its Python stack by id (profrows.h), its native stacks as JSON */
+enum { STORED_THREAD, STORED_TASK, STORED_KERNEL, STORED_USER };
+static const struct profread_layout stored_layout = {
+	.metric = "off_cpu", .stack = "py_stack_id", .weight = "duration_ms",
+	.cols = { "thread_name", "task", "kernel_stack", "user_stack", NULL }, .what = "events",
+};
 
 struct pyoffcpu {
 	struct tracker base;
@@ -165,12 +179,16 @@ struct pyoffcpu {
 	uint64_t burst_ns, last_event_ns; /* when the current read of the ring began; its last record */
 	unsigned long long dropped;       /* records read but not decoded */
 	uint64_t last_report_ns;
+	struct profread_query from; /* --from: the stored events drawn (source NULL: live ones) */
+	long long stored;           /* events read back */
+	const char *tracing_option; /* the last option that only tracing takes (not --from) */
 };
 
 static void init(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
+	profread_init(&o->from, &stored_layout);
 	o->min_ms = 20;
 	o->max_depth = 20;
 	pytargets_init(&o->targets, MAX_TARGETS);
@@ -184,7 +202,16 @@ static void init(struct tracker *t)
 static int option(struct tracker *t, int id, const char *arg)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
+	static const struct {
+		int id;
+		const char *name;
+	} tracing[] = { { OPT_CHILDREN, "--children" }, { OPT_MIN_MS, "--min-ms" }, { OPT_PY_MIN_MS, "--py-min-ms" },
+			{ OPT_MAX_STACK_DEPTH, "--max-stack-depth" }, { OPT_STATE, "--state" }, { OPT_NO_PY, "--no-py" },
+			{ OPT_INTERVAL, "-i" } };
 
+	for (size_t i = 0; i < sizeof(tracing) / sizeof(tracing[0]); i++)
+		if (tracing[i].id == id)
+			o->tracing_option = tracing[i].name;
 	switch (id) {
 	case OPT_CHILDREN:
 		o->targets.children = true;
@@ -219,15 +246,39 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_OUTPUT:
 	case OPT_FORMAT:
 		return profile_option(&o->out, id == OPT_FORMAT, arg);
+	case OPT_FROM:
+	case OPT_HOST:
+	case OPT_SINCE:
+	case OPT_UNTIL:
+		return profread_option(&o->from, (enum profread_opt)(id - OPT_FROM), arg);
 	}
 	return -1;
+}
+
+/* --from: stored events, drawn as -f or -o draws them; no targets (-p chooses rows). */
+static int check_stored(struct pyoffcpu *o)
+{
+	if (profread_check(&o->from, o->base.common))
+		return -1;
+	if (!o->from.source)
+		return 0;
+	if (!o->folded && !o->out.path)
+		return opts_usage_error("--from draws the stored events' stacks: say -f or -o FILE");
+	if (o->folded && o->base.common->json)
+		return opts_usage_error("-f and -j exclude each other");
+	if (o->tracing_option)
+		return opts_usage_error("--from draws stored events: not with %s, which sets how to trace", o->tracing_option);
+	o->base.stored = true;
+	return 0;
 }
 
 static int check(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
-	if (tracker_check_pids_folded(t, o->folded))
+	if (check_stored(o))
+		return -1;
+	if (!o->from.source && tracker_check_pids_folded(t, o->folded))
 		return -1;
 	if (o->per_task && !o->folded && !o->out.path)
 		return opts_usage_error("--per-task needs -f/--folded or -o");
@@ -241,6 +292,8 @@ static int prepare(struct tracker *t)
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 	struct cflags *cf = &t->cflags;
 
+	if (o->from.source)
+		return 0; /* stored events: no BPF, no targets */
 	/* a tracefs we cannot read is said as such, not as missing fields */
 	if (!t->common->print_ebpf && tracefs_ensure())
 		return -1;
@@ -495,11 +548,65 @@ static void on_event(void *ctx, void *data, int size)
 	sink_record(o->base.sink, &event_schema, r);
 }
 
+/* --from: a stored stack array's frames (JSON text, innermost first) as -f folds them, from the outermost. */
+static void write_stored_native(FILE *f, const char *json, bool escape)
+{
+	json_t *a = json ? json_loads(json, 0, NULL) : NULL;
+	char name[FRAME_NAME_MAX];
+
+	for (size_t i = json_array_size(a); i > 0; i--) {
+		snprintf(name, sizeof(name), "%s", json_string_value(json_array_get(a, i - 1)) ?: "");
+		if (escape)
+			pyframes_fold_escape(name, sizeof(name), PYFRAMES_FOLD_FRAME);
+		fprintf(f, ";%s", name);
+	}
+	json_decref(a);
+}
+
+/*
+ * --from: one stored event as the live run folds its period (write_stack, or
+ * fold_task_period with --per-task): "thread;python...;user...;kernel...", self one
+ * period, total its time off the CPU. A record's duration_ms has three decimals
+ * (jsonfmt.h): a stack's stored time is its periods' whole microseconds added up, the
+ * live one its nanoseconds added up, so they differ by up to half a microsecond per period.
+ */
+static void add_stored(void *ctx, const struct profread_row *r)
+{
+	struct pyoffcpu *o = ctx;
+	char root[PYTASK_NAME_MAX + PYTHREAD_NAME_MAX + 8], buf[PYTASK_NAME_MAX + 8], *stack = NULL;
+	const char *thread = r->col[STORED_THREAD] ? r->col[STORED_THREAD] : "";
+	size_t len = 0;
+	FILE *m = open_memstream(&stack, &len);
+	struct stackagg_entry *e;
+
+	if (!m)
+		return;
+	snprintf(root, sizeof(root), "%s", o->per_task ? pytasks_root(r->col[STORED_TASK] ?: "", buf, sizeof(buf)) : thread);
+	pyframes_fold_escape(root, sizeof(root), PYFRAMES_FOLD_ROOT);
+	fputs(root, m);
+	if (r->stack[0])
+		fprintf(m, ";%s", r->stack);
+	/* user frames are escaped as frames, kernel ones need not be (write_native) */
+	write_stored_native(m, r->col[STORED_USER], true);
+	write_stored_native(m, r->col[STORED_KERNEL], false);
+	if (!fclose(m) && (e = stackagg_get(&o->profile, stack, len))) {
+		e->self += 1;
+		e->total += llround(r->weight * 1e6);
+	}
+	o->stored++;
+	free(stack);
+}
+
 static int start(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 	struct bpfprog *p = t->prog;
+	long long rows;
 
+	if (o->from.source) {
+		t->done = true;
+		return profread_each(&o->from, add_stored, o, &rows);
+	}
 	o->syms = symbols_open(0);
 	if (!o->syms || pytargets_start(&o->targets, o->no_py ? NULL : p))
 		return -1;
@@ -650,6 +757,8 @@ static int tick(struct tracker *t, uint64_t now_ns)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 
+	if (o->from.source)
+		return 0; /* stored events: all read at the start */
 	/* a poll has ended: the next record begins a new read, however soon (PYTASKS_POLL_MS) */
 	o->last_event_ns = 0;
 	t->done = pytargets_refresh(&o->targets, now_ns);
@@ -678,12 +787,39 @@ static void stop_tracing(struct pyoffcpu *o)
 	bpfprog_deliver(o->base.prog);
 }
 
+static const struct profile_meta profile_meta = {
+	.title = "pyoffcpu: where threads wait off the CPU",
+	.count_name = "periods",
+	.weight_name = "off_cpu",
+	.by_weight = true,
+	.per_thread = true,
+	.folded_us = true,
+};
+
+/* --from: -f's lines (as the live run's, none under 1 us) and -o's picture of the stored events. */
+static void finish_stored(struct pyoffcpu *o)
+{
+	FILE *f = o->folded ? sink_text(o->base.sink) : NULL;
+
+	for (size_t i = 0; f && i < o->profile.n; i++)
+		if (o->profile.v[i].total >= 1000)
+			fprintf(f, "%s %lld\n", o->profile.v[i].key, o->profile.v[i].total / 1000);
+	if (f)
+		fflush(f);
+	o->base.failed |= 0 != profile_write(&o->out, &o->profile, &profile_meta);
+	log_info("read %lld off_cpu events from %s", o->stored, o->from.source);
+}
+
 static void finish(struct tracker *t)
 {
 	struct pyoffcpu *o = (struct pyoffcpu *)t;
 	unsigned long long nthreads;
 	json_t *sum;
 
+	if (o->from.source) {
+		finish_stored(o);
+		return;
+	}
 	stop_tracing(o);
 	/* -f: stdout is flame-graph input only; the rows would be lines it cannot read */
 	if (o->folded || o->out.path)
@@ -696,14 +832,7 @@ static void finish(struct tracker *t)
 	record_set_targets(sum, o->targets.skipped, o->targets.exits);
 	json_set_int(sum, "threads", (json_int_t)nthreads);
 	summary_end(t, &summary_schema, sum, o->targets.added);
-	t->failed |= 0 != profile_write(&o->out, &o->profile, &(const struct profile_meta){
-		.title = "pyoffcpu: where threads wait off the CPU",
-		.count_name = "periods",
-		.weight_name = "off_cpu",
-		.by_weight = true,
-		.per_thread = true,
-		.folded_us = true,
-	});
+	t->failed |= 0 != profile_write(&o->out, &o->profile, &profile_meta);
 }
 
 static void destroy(struct tracker *t)

@@ -62,6 +62,7 @@ enum {
 	OPT_BASELINE,
 	OPT_BASELINE_SINCE,
 	OPT_BASELINE_UNTIL,
+	OPT_BASELINE_ENV,
 };
 
 static const struct opt options[] = {
@@ -81,6 +82,7 @@ static const struct opt options[] = {
 	{ OPT_BASELINE, 0, "baseline", "FILE", "with -f or -o: the difference against FILE (before): folded, .pb.gz or .speedscope.json" },
 	{ OPT_BASELINE_SINCE, 0, "baseline-since", "TIME", "with --from: the baseline is the stored range from TIME" },
 	{ OPT_BASELINE_UNTIL, 0, "baseline-until", "TIME", "with --from: ... until TIME" },
+	{ OPT_BASELINE_ENV, 0, "baseline-env", "NAME", "with --from: the baseline is the stored rows of env NAME (the profile's: -e)" },
 	OPT_ENTRIES_TRACKER_TAIL,
 };
 
@@ -172,6 +174,12 @@ static const struct schema sample_schema = { "py_stack", SCHEMA_EVENT, sample_fi
 static const struct schema task_schema = { "py_task", SCHEMA_EVENT, task_fields };
 static const struct schema function_schema = { "py_function", SCHEMA_ROW, function_fields };
 static const struct schema summary_schema = { "pystack_summary", SCHEMA_SUMMARY, summary_fields };
+/* --from: the aggregated rows of the samples (profrows.h), summed per stack and thread */
+enum { STORED_PID, STORED_TID, STORED_THREAD, STORED_TASK };
+static const struct profread_layout stored_layout = {
+	.metric = "py_stack", .profile = true, .stack = "stack_id", .weight = "samples", .sum = true,
+	.cols = { "pid", "tid", "thread_name", "task", NULL }, .what = "samples",
+};
 static const struct schema *const schemas[] = { &sample_schema, &task_schema, &function_schema, &summary_schema,
 						 NULL };
 
@@ -201,6 +209,8 @@ struct pystack {
 	struct profread_query from;    /* --from: the stored samples drawn (source NULL: live ones) */
 	struct profread_query before;  /* --baseline-since/--baseline-until: the baseline's range */
 	const char *baseline_file;     /* --baseline FILE */
+	const char *baseline_env;      /* --baseline-env NAME */
+	bool stored_baseline;          /* the baseline is stored rows (a range, an env) */
 	bool diff;                     /* against a baseline: by function (profdiff.h) */
 	struct stackagg baseline;      /* its stacks, by function */
 	long long stored, stored_before; /* samples read back */
@@ -219,7 +229,7 @@ static void init(struct tracker *t)
 	stackagg_limit(&ps->agg, STACKAGG_MAX_STACKS);
 	stackagg_limit(&ps->profile, STACKAGG_MAX_STACKS);
 	stackagg_init(&ps->baseline);
-	ps->from = (struct profread_query){ .metric = sample_schema.metric, .since_us = -1, .until_us = -1 };
+	profread_init(&ps->from, &stored_layout);
 	ps->before = ps->from;
 }
 
@@ -259,15 +269,10 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_FORMAT:
 		return profile_option(&ps->out, id == OPT_FORMAT, arg);
 	case OPT_FROM:
-		ps->from.source = arg;
-		return profread_check_source(arg);
 	case OPT_HOST:
-		ps->from.host = arg;
-		return 0;
 	case OPT_SINCE:
-		return profread_parse_time("since", arg, &ps->from.since_us);
 	case OPT_UNTIL:
-		return profread_parse_time("until", arg, &ps->from.until_us);
+		return profread_option(&ps->from, (enum profread_opt)(id - OPT_FROM), arg);
 	case OPT_BASELINE:
 		ps->baseline_file = arg;
 		return 0;
@@ -275,6 +280,9 @@ static int option(struct tracker *t, int id, const char *arg)
 		return profread_parse_time("baseline-since", arg, &ps->before.since_us);
 	case OPT_BASELINE_UNTIL:
 		return profread_parse_time("baseline-until", arg, &ps->before.until_us);
+	case OPT_BASELINE_ENV:
+		ps->baseline_env = arg;
+		return 0;
 	}
 	return -1;
 }
@@ -285,31 +293,32 @@ static int check_stored(struct pystack *ps)
 	const struct common_opts *c = ps->base.common;
 	bool range = ps->before.since_us >= 0 || ps->before.until_us >= 0;
 
-	if (!ps->from.source && (ps->from.host || ps->from.since_us >= 0 || ps->from.until_us >= 0 || range))
-		return opts_usage_error("--host, --since, --until and --baseline-since/-until need --from");
+	if (!ps->from.source && (ps->from.host || ps->from.since_us >= 0 || ps->from.until_us >= 0 || range ||
+				 ps->baseline_env))
+		return opts_usage_error("--host, --since, --until, --baseline-since/-until and --baseline-env need --from");
 	if (ps->from.source && (ps->top || ps->targets.children || ps->async || ps->interval_s))
 		return opts_usage_error("--from draws stored samples: not with --top, --children, --async or -i");
-	if (ps->from.source && sinkopts_any_database(c->sink))
-		return opts_usage_error("--from reads a database: not with --sqlite or --clickhouse-url");
-	if (ps->baseline_file && range)
-		return opts_usage_error("--baseline FILE or --baseline-since/-until, not both");
-	ps->diff = ps->baseline_file || range;
+	ps->before.source = ps->from.source;
+	if (profread_check(&ps->from, c) || profread_check(&ps->before, c))
+		return -1;
+	if (ps->baseline_file && (range || ps->baseline_env))
+		return opts_usage_error("--baseline FILE or --baseline-since/-until/-env, not both");
+	ps->stored_baseline = range || ps->baseline_env;
+	if (ps->baseline_env) {
+		/* env against env: the profile's range unless the baseline has its own */
+		ps->before.env = ps->baseline_env;
+		if (!range) {
+			ps->before.since_us = ps->from.since_us;
+			ps->before.until_us = ps->from.until_us;
+		}
+	}
+	ps->diff = ps->baseline_file || ps->stored_baseline;
 	if (ps->diff && !ps->folded && !ps->out.path)
 		return opts_usage_error("--baseline needs -f (the text diff) or -o FILE.svg");
 	if (ps->diff && (ps->per_thread || ps->per_task))
 		return opts_usage_error("--baseline compares functions: not with --per-thread or --per-task");
 	ps->out.diff = ps->diff;
 	ps->base.stored = ps->from.source != NULL;
-	/* the rows' -e and -p (a live run's tag and targets) choose what is read */
-	ps->from.env = c->env;
-	ps->from.ch = c->sink;
-	ps->before.ch = c->sink;
-	ps->from.pids = c->pids;
-	ps->from.npids = c->npids;
-	ps->before.source = ps->from.source;
-	ps->before.env = c->env;
-	ps->before.pids = c->pids;
-	ps->before.npids = c->npids;
 	return 0;
 }
 
@@ -601,24 +610,29 @@ static void add_stored(void *ctx, const struct profread_row *r)
 	struct pystack *ps = ctx;
 	char root[PYTASK_NAME_MAX + PYTHREAD_NAME_MAX + 8];
 	const char *stack = r->stack;
+	const char *thread = r->col[STORED_THREAD] ? r->col[STORED_THREAD] : "";
+	const char *task = r->col[STORED_TASK] ? r->col[STORED_TASK] : "";
+	long long pid = r->col[STORED_PID] ? strtoll(r->col[STORED_PID], NULL, 10) : 0;
+	long long samples = (long long)r->weight;
 	char *rooted = NULL;
 	struct stackagg_entry *e;
 
 	if (ps->per_thread || ps->per_task) {
-		const char *name = ps->per_thread ? r->thread_name : pytasks_root(r->task, root, sizeof(root));
+		const char *name = ps->per_thread ? thread : pytasks_root(task, root, sizeof(root));
 		snprintf(root, sizeof(root), "%s", name);
 		pyframes_fold_escape(root, sizeof(root), PYFRAMES_FOLD_ROOT);
 		if (asprintf(&rooted, "%s;%s", root, r->stack) < 0)
 			return;
 		stack = rooted;
 	}
-	ps->interval_samples += (unsigned long long)r->samples;
+	ps->stored += samples;
+	ps->interval_samples += (unsigned long long)samples;
 	if (ps->folded && (e = stackagg_get(&ps->agg, stack, strlen(stack))))
-		e->self += r->samples;
-	for (long long i = 0; !ps->folded && i < r->samples; i++)
-		count_stored_functions(ps, r->pid, stack); /* once per sample: recursion counts once */
+		e->self += samples;
+	for (long long i = 0; !ps->folded && i < samples; i++)
+		count_stored_functions(ps, pid, stack); /* once per sample: recursion counts once */
 	if (ps->out.path && (e = stackagg_get(&ps->profile, stack, strlen(stack))))
-		e->self += r->samples;
+		e->self += samples;
 	free(rooted);
 }
 
@@ -627,16 +641,18 @@ static void add_stored_baseline(void *ctx, const struct profread_row *r)
 {
 	struct pystack *ps = ctx;
 
-	profdiff_add(&ps->baseline, r->stack, strlen(r->stack), r->samples);
+	ps->stored_before += (long long)r->weight;
+	profdiff_add(&ps->baseline, r->stack, strlen(r->stack), (long long)r->weight);
 }
 
 /* --from: every stored sample read now (and the baseline's); the run is then done. */
 static int read_stored(struct pystack *ps)
 {
-	if (profread_each(&ps->from, add_stored, ps, &ps->stored))
+	long long rows;
+
+	if (profread_each(&ps->from, add_stored, ps, &rows))
 		return -1;
-	if ((ps->before.since_us >= 0 || ps->before.until_us >= 0) &&
-	    profread_each(&ps->before, add_stored_baseline, ps, &ps->stored_before))
+	if (ps->stored_baseline && profread_each(&ps->before, add_stored_baseline, ps, &rows))
 		return -1;
 	ps->base.done = true;
 	return 0;

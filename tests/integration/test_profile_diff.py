@@ -7,6 +7,7 @@ the real SQLite sink. Ground truths: the live files (the same samples), the targ
 own thread_time per function (the shares before and after), and the construction
 (functions on every stack are 100% on both sides).
 """
+import calendar
 import gzip
 import json
 import os
@@ -279,6 +280,53 @@ def test_go_pprof_diff_base_agrees_with_the_text_diff(deploy):
     # the clear changes (b, a, c: apart by more than the rounding) in the very same places
     assert [f for f, _ in ours[:3]] == [f for f, _ in top[:3]], (ours[:5], top)
     assert top[0][0].startswith("b ("), top
+
+
+def test_env_against_env_is_the_range_diff(deploy, tmp_path):
+    """--baseline-env: in a copy of the database v1's rows are env "canary"; -e fleet
+    --baseline-env canary (each env's whole range) prints the very text of the range
+    diff of the same rows, b() first; the SVG is the same picture. With the profile's
+    range the baseline env has nothing: said, exit 1; with a range of its own, the same."""
+    copy = str(tmp_path / "envs.db")
+    src, dst = sqlite3.connect(deploy["db"]), sqlite3.connect(copy)
+    src.backup(dst)
+    src.close()
+    boundary_us = calendar.timegm(time.strptime(deploy["boundary"], "%Y-%m-%dT%H:%M:%SZ")) * 1000000
+    moved = dst.execute("UPDATE ebpf_py_stack_profile SET env = 'canary' WHERE time_us < ?", (boundary_us,))
+    assert moved.rowcount > 5
+    dst.commit()
+    dst.close()
+    ranged = pystack("--from", "sqlite:" + deploy["db"], "-e", "fleet", "--since", deploy["boundary"],
+                     "--baseline-until", deploy["boundary"], "-f")
+    assert ranged.returncode == 0, ranged.stderr
+    envs = pystack("--from", "sqlite:" + copy, "-e", "fleet", "--baseline-env", "canary", "-f")
+    assert envs.returncode == 0, envs.stderr
+    assert envs.stdout == ranged.stdout
+    rows = diff_rows(envs.stdout)
+    before, after = shares(deploy["truth"]["v1"]), shares(deploy["truth"]["v2"])
+    assert rows[0][0] == "b" and abs(rows[0][3] - (after["b"] - before["b"])) <= 3, (envs.stdout, before, after)
+    svgs = []
+    for args in ((deploy["db"], "--since", deploy["boundary"], "--baseline-until", deploy["boundary"]),
+                 (copy, "--baseline-env", "canary")):
+        svgs.append(str(tmp_path / ("diff%d.svg" % len(svgs))))
+        res = pystack("--from", "sqlite:" + args[0], "-e", "fleet", "-o", svgs[-1], *args[1:])
+        assert res.returncode == 0, res.stderr
+    with open(svgs[0]) as f, open(svgs[1]) as g:
+        assert f.read() == g.read()
+    empty = pystack("--from", "sqlite:" + copy, "-e", "fleet", "--since", deploy["boundary"],
+                    "--baseline-env", "canary", "-f")
+    assert empty.returncode == 1 and empty.stdout == "", empty.stderr
+    assert "no py_stack samples stored (env canary, since %s" % deploy["boundary"].replace("Z", ".000000Z") \
+        in empty.stderr, empty.stderr
+    own = pystack("--from", "sqlite:" + copy, "-e", "fleet", "--since", deploy["boundary"],
+                  "--baseline-env", "canary", "--baseline-until", deploy["boundary"], "-f")
+    assert own.returncode == 0 and own.stdout == ranged.stdout, own.stderr
+    # not with a baseline file; only with --from
+    both = pystack("--from", "sqlite:" + copy, "-e", "fleet", "--baseline-env", "canary", "--baseline",
+                   deploy["live"]["v1"], "-f")
+    assert both.returncode == 2 and "not both" in both.stderr, both.stderr
+    live = pystack("-p", str(os.getpid()), "--baseline-env", "canary", "-f")
+    assert live.returncode == 2 and "need --from" in live.stderr, live.stderr
 
 
 def test_diff_svg_in_chromium(deploy):

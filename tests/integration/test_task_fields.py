@@ -33,15 +33,17 @@ def read_line(p, timeout):
 
 
 @pytest.fixture(scope="module")
-def steps_run(pythons):  # noqa: F811
+def steps_run(pythons, tmp_path_factory):  # noqa: F811
     """({interpreter: (pid, truth)}, {tool run: stopped Tool}) of one run of the steps."""
     from test_pystack import Targets
     targets = Targets()
+    targets.db = str(tmp_path_factory.mktemp("steps") / "offcpu.db")
     tools = {}
     try:
         procs = {name: targets.start(cmd + [SCRIPT, "steps"]) for name, cmd in asyncio_pythons(pythons).items()}
         pids = ",".join(str(p.pid) for p in procs.values())
-        tools["offcpu"] = Tool("pyoffcpu", ["-p", pids])
+        # its records also into SQLite: --from --per-task reads them back
+        tools["offcpu"] = Tool("pyoffcpu", ["-p", pids, "-e", "steps", "--sqlite", targets.db, "--also-stdout"])
         tools["per_task"] = Tool("pyoffcpu", ["-p", pids, "-f", "--per-task"], json_mode=False)
         tools["gc"] = Tool("pygc", ["-p", pids, "--stack"])
         tools["loop"] = Tool("pyloop", ["-p", pids, "--min-ms", "80"])
@@ -52,6 +54,7 @@ def steps_run(pythons):  # noqa: F811
         truths = {name: (p.pid, json.loads(read_line(p, 120))) for name, p in procs.items()}
         for t in tools.values():
             t.stop()
+        tools["offcpu"].db = targets.db
         yield truths, tools
     finally:
         for t in tools.values():
@@ -119,6 +122,35 @@ def test_per_task_folded_totals_equal_measured_sleeps(steps_run):
     assert set(roots) <= {"task:block-a", "task:block-b", "task:spin", "task:gc-maker", "task:driver",
                           "task:warm-up", "[no-task]"}, roots
     assert roots.get("[no-task]", 0) > 0, roots  # the loops waiting in their pollers
+
+
+def test_per_task_from_stored_records(steps_run):
+    """pyoffcpu --from --per-task -f on the stored records: each record under its task
+    (task:NAME, [no-task] for none), the same stacks and microseconds as the live
+    records folded here, and the per-task sums as the live --per-task run's within
+    the rounding of a record's time (half a microsecond a period)."""
+    from test_stored_events import off_cpu_key
+    from conftest import run, tool_path
+    truths, tools = steps_run
+    recs = tools["offcpu"].events("off_cpu")
+    want = {}
+    for e in recs:
+        root = "task:" + e["task"] if e["task"] else "[no-task]"
+        key = ";".join([root.replace(";", "_").replace(" ", "_")] + off_cpu_key(e).split(";")[1:])
+        want[key] = want.get(key, 0) + round(e["duration_ms"] * 1000)
+    res = run([tool_path("pyoffcpu"), "--from", "sqlite:" + tools["offcpu"].db, "-e", "steps", "-f", "--per-task"],
+              check=False)
+    assert res.returncode == 0, res.stderr
+    got = {}
+    for line in res.stdout.splitlines():
+        stack, _, us = line.rpartition(" ")
+        got[stack] = got.get(stack, 0) + int(us)
+    assert got == {k: v for k, v in want.items() if v}
+    for task in ("block-a", "block-b"):
+        stored = sum(v for k, v in got.items() if k.startswith("task:%s;" % task))
+        live = sum(int(l.rpartition(" ")[2]) for l in tools["per_task"].stdout.splitlines()
+                   if l.startswith("task:%s;" % task))
+        assert stored > 0 and abs(stored - live) <= 0.03 * live + 2000 * ROUNDS * len(truths), (task, stored, live)
 
 
 def test_gc_pauses_carry_their_task(steps_run):

@@ -2,8 +2,8 @@
  * Differential profiles (src/pictures/profdiff.c) and stored ones read back
  * (src/run/profread.c): frames by function, the text diff's numbers against shares
  * worked out by hand, a folded baseline that is not folded text, the SVG's colours
- * and tooltips, the forms of a time, and samples written through the real SQLite sink
- * (dbsinks.c, profrows.c) read back with every filter.
+ * and tooltips, the forms of a time, and samples and events written through the real
+ * SQLite sink (dbsinks.c, profrows.c) read back with every filter.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -236,17 +236,39 @@ static void seen_row(void *ctx, const struct profread_row *r)
 {
 	struct seen *g = ctx;
 	char key[512];
-	int n = snprintf(key, sizeof(key), "%lld %lld %s %s %s", r->pid, r->tid, r->thread_name, r->task, r->stack);
+	int n = snprintf(key, sizeof(key), "%s %s %s %s %s", r->col[0], r->col[1], r->col[2], r->col[3], r->stack);
 
-	stackagg_get(&g->stacks, key, (size_t)n)->self += r->samples;
+	stackagg_get(&g->stacks, key, (size_t)n)->self += (long long)r->weight;
 }
 
+/* The samples read back, -1 after an error. */
 static long long read_back(const struct profread_query *q, struct seen *g)
 {
-	long long samples = -1;
+	long long rows = -1, samples = 0;
 
 	stackagg_clear(&g->stacks);
-	return profread_each(q, seen_row, g, &samples) ? -1 : samples;
+	if (profread_each(q, seen_row, g, &rows))
+		return -1;
+	for (size_t i = 0; i < g->stacks.n; i++)
+		samples += g->stacks.v[i].self;
+	return samples;
+}
+
+static const struct profread_layout samples_layout = {
+	.metric = "py_stack", .profile = true, .stack = "stack_id", .weight = "samples", .sum = true,
+	.cols = { "pid", "tid", "thread_name", "task", NULL }, .what = "samples",
+};
+
+/* The database db (and its WAL files) and the directory path. */
+static void remove_db(const char *path, char *db, size_t size)
+{
+	unlink(db);
+	snprintf(db + strlen(db), size - strlen(db), "-wal");
+	unlink(db);
+	db[strlen(db) - 4] = 0;
+	snprintf(db + strlen(db), size - strlen(db), "-shm");
+	unlink(db);
+	rmdir(path);
 }
 
 static void test_read_sqlite(void **state)
@@ -279,7 +301,7 @@ static void test_read_sqlite(void **state)
 	struct common_opts c = { .sink = &so };
 	int64_t t0 = (dbtable_now_us() / 10000000 - 100) * 10000000; /* a window's start, 1000 s ago */
 	pid_t pid11 = 11;
-	struct profread_query q = { .source = source, .metric = "py_stack", .since_us = -1, .until_us = -1 };
+	struct profread_query q;
 	struct seen g;
 	struct sink *sink;
 
@@ -287,6 +309,8 @@ static void test_read_sqlite(void **state)
 	assert_non_null(mkdtemp(path));
 	snprintf(db, sizeof(db), "%s/p.db", path);
 	snprintf(source, sizeof(source), "sqlite:%s", db);
+	profread_init(&q, &samples_layout);
+	q.source = source;
 	sink = sinks_open(&c, lists, 1);
 	assert_non_null(sink);
 	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
@@ -319,7 +343,8 @@ static void test_read_sqlite(void **state)
 	assert_int_equal(read_back(&q, &g), 1);
 	q.host = "elsewhere";
 	assert_int_equal(read_back(&q, &g), -1); /* nothing: said, an error */
-	q = (struct profread_query){ .source = source, .metric = "py_stack", .since_us = -1, .until_us = -1 };
+	profread_init(&q, &samples_layout);
+	q.source = source;
 	/* windows that begin in [since, until): the second alone */
 	q.since_us = t0 + 10000000;
 	q.until_us = t0 + 20000000;
@@ -336,13 +361,103 @@ static void test_read_sqlite(void **state)
 	snprintf(source, sizeof(source), "sqlite:/etc/passwd");
 	assert_int_equal(read_back(&q, &g), -1);
 	stackagg_free(&g.stacks);
-	unlink(db);
-	snprintf(db + strlen(db), sizeof(db) - strlen(db), "-wal");
-	unlink(db);
-	db[strlen(db) - 4] = 0;
-	snprintf(db + strlen(db), sizeof(db) - strlen(db), "-shm");
-	unlink(db);
-	rmdir(path);
+	remove_db(path, db, sizeof(db));
+}
+
+/* An event's fields: a holder stack column (stored as its id) and a time in ms. */
+static const struct field event_fields[] = {
+	FIELD_METRIC,
+	{ .name = "time", .type = FIELD_TIME, .meaning = "t" },
+	FIELD_PID(0),
+	FIELD_THREAD_NAME(0),
+	{ .name = "duration_ms", .type = FIELD_REAL, .meaning = "d" },
+	{ .name = "holder_py_stack", .type = FIELD_STR, .meaning = "s" },
+	FIELD_ENV,
+	FIELD_END,
+};
+
+struct event_rows {
+	int n;
+	char line[8][128];
+};
+
+static void event_row(void *ctx, const struct profread_row *r)
+{
+	struct event_rows *e = ctx;
+
+	if (e->n < 8)
+		snprintf(e->line[e->n++], sizeof(e->line[0]), "%s %s %.3f", r->col[0] ? r->col[0] : "(null)", r->stack,
+			 r->weight);
+}
+
+/*
+ * Event rows read one by one (pyoffcpu's and pygil's layouts): in time order, each
+ * weight as stored, a null stack left out, the pid filter and an empty range.
+ */
+static void test_read_events(void **state)
+{
+	static const struct schema event = { "unit_wait", SCHEMA_EVENT, event_fields };
+	static const struct schema *const list[] = { &event, NULL };
+	const struct schema *const *lists[] = { list };
+	static const struct profread_layout layout = {
+		.metric = "unit_wait", .stack = "holder_py_stack_id", .weight = "duration_ms",
+		.cols = { "thread_name", NULL }, .what = "events",
+	};
+	/* s after t0, pid, thread, ms, holder stack (NULL: none) */
+	static const struct {
+		int s, pid;
+		const char *thread;
+		double ms;
+		const char *stack;
+	} events[] = {
+		{ 3, 10, "b", 2.5, "m (x.py:1);f (x.py:3)" }, { 1, 10, "a", 1.25, "m (x.py:1);f (x.py:3)" },
+		{ 2, 11, "c", 7.125, NULL },                   { 4, 11, "c", 0.001, "" },
+	};
+	char path[] = "/tmp/pyebpf-profread-XXXXXX", db[64], source[80], iso[40];
+	struct sink_opts so = { .sqlite = db };
+	struct common_opts c = { .sink = &so };
+	int64_t t0 = dbtable_now_us() - INT64_C(100000000);
+	pid_t pid11 = 11;
+	struct profread_query q;
+	struct event_rows got = { 0 };
+	long long rows = 0;
+	struct sink *sink;
+
+	(void)state;
+	assert_non_null(mkdtemp(path));
+	snprintf(db, sizeof(db), "%s/e.db", path);
+	snprintf(source, sizeof(source), "sqlite:%s", db);
+	sink = sinks_open(&c, lists, 1);
+	assert_non_null(sink);
+	for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
+		json_t *o = json_object();
+		dbtable_format_time_us(t0 + events[i].s * INT64_C(1000000), iso, sizeof(iso));
+		json_object_set_new(o, "metric", json_string("unit_wait"));
+		json_object_set_new(o, "time", json_string(iso));
+		json_object_set_new(o, "pid", json_integer(events[i].pid));
+		json_object_set_new(o, "thread_name", json_string(events[i].thread));
+		json_object_set_new(o, "duration_ms", json_real(events[i].ms));
+		json_object_set_new(o, "holder_py_stack", events[i].stack ? json_string(events[i].stack) : json_null());
+		json_object_set_new(o, "env", json_string("prod"));
+		sink_record(sink, &event, o);
+	}
+	assert_int_equal(sink_close(sink), 0);
+	profread_init(&q, &layout);
+	q.source = source;
+	assert_int_equal(profread_each(&q, event_row, &got, &rows), 0);
+	assert_int_equal(rows, 3);
+	assert_string_equal(got.line[0], "a m (x.py:1);f (x.py:3) 1.250");
+	assert_string_equal(got.line[1], "b m (x.py:1);f (x.py:3) 2.500");
+	assert_string_equal(got.line[2], "c  0.001");
+	q.pids = &pid11;
+	q.npids = 1;
+	got.n = 0;
+	assert_int_equal(profread_each(&q, event_row, &got, &rows), 0);
+	assert_int_equal(rows, 1);
+	assert_string_equal(got.line[0], "c  0.001");
+	q.since_us = t0 + 5000000;
+	assert_int_equal(profread_each(&q, event_row, &got, &rows), -1);
+	remove_db(path, db, sizeof(db));
 }
 
 int main(void)
@@ -354,6 +469,7 @@ int main(void)
 		cmocka_unit_test(test_diff_svg),
 		cmocka_unit_test(test_times),
 		cmocka_unit_test(test_read_sqlite),
+		cmocka_unit_test(test_read_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
