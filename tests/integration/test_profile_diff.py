@@ -120,6 +120,14 @@ def test_from_reproduces_the_live_folded_stacks_exactly(deploy):
     from_db(deploy, "v2", "-o", out)
     with open(out) as f, open(deploy["live"]["v2"]) as g:
         assert sorted_lines(f.read()) == sorted_lines(g.read())
+    # the rate the rows were sampled at, given with -F: a sample is 1/HZ s in speedscope
+    scope_file = str(deploy["tmp"] / "from_v2.speedscope.json")
+    from_db(deploy, "v2", "-F", str(HZ), "-o", scope_file)
+    with open(scope_file) as f:
+        scope = json.load(f)
+    assert scope["pyebpf"]["period_ns"] == 1000000000 // HZ, scope["pyebpf"]
+    weights = [w for p in scope["profiles"] for w in p["weights"]]
+    assert sum(weights) == total * (1000000000 // HZ), (sum(weights), total)
 
 
 def test_top_table_from_stored_rows_counts_the_stored_samples(deploy):
