@@ -43,6 +43,8 @@ static int read_batch(const struct pyproc *p, struct pyproc_piece *v, int n)
 	ssize_t got;
 	int k = 0;
 
+	if (n < 1)
+		return 0;
 	if (n > BATCH_MAX)
 		n = BATCH_MAX;
 	for (int i = 0; i < n; i++) {
