@@ -53,8 +53,18 @@ class Engine:
         conn = lib.chdb_connect(2, args)
         if not conn:
             raise RuntimeError("chdb_connect failed on " + str(path))
+        self.handle = conn
         self.conn = ctypes.cast(conn, ctypes.POINTER(ctypes.c_void_p)).contents.value
         self.lock = threading.Lock()
+
+    def close(self):
+        """chDB runs one engine a process: the next Engine connects only after this."""
+        with self.lock:
+            if self.handle:
+                self.lib.chdb_close_conn.argtypes = [ctypes.c_void_p]
+                self.lib.chdb_close_conn.restype = None
+                self.lib.chdb_close_conn(self.handle)
+                self.handle = self.conn = None
 
     def query(self, sql):
         with self.lock:
@@ -133,6 +143,7 @@ class ChdbClickHouse:
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.engine.close()
 
 
 if __name__ == "__main__":
