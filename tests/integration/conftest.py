@@ -122,6 +122,41 @@ def run_tool():
             t.proc.wait()
 
 
+def sample_timed_target(cmd, tool_args, seconds):
+    """A target that prints "ready", runs (and times itself) from a "go" line on, and
+    prints its own timing as JSON at SIGTERM (py_split.py --wait, py_profile.py): a
+    "pystack -p PID" per entry of tool_args ({name: more args}) started and ready first, all stopped
+    after seconds (SIGINT, the target's SIGTERM with them). Returns (the target's
+    timing, {name: stopped Tool}); nothing is left running whatever fails."""
+    target = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tools = {}
+    try:
+        assert target.stdout.readline().strip() == b"ready"
+        tools = {name: Tool("pystack", ["-p", str(target.pid)] + args, json_mode=False)
+                 for name, args in tool_args.items()}
+        for t in tools.values():
+            t.wait_ready(timeout=600)
+        target.stdin.write(b"go\n")
+        target.stdin.flush()
+        time.sleep(seconds)
+        for t in tools.values():
+            t.proc.send_signal(signal.SIGINT)
+        target.send_signal(signal.SIGTERM)
+        out, _ = target.communicate(timeout=60)
+        for t in tools.values():
+            t.stop()
+            assert t.returncode == 0, t.stderr[-2000:]
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+        for t in tools.values():
+            if t.proc.poll() is None:
+                t.proc.kill()
+                t.proc.wait()
+    return json.loads(out.decode().strip().splitlines()[-1]), tools
+
+
 def run(cmd, check=True, **kw):
     """Runs a command, returning CompletedProcess with text output."""
     return subprocess.run(cmd, check=check, capture_output=True, text=True, **kw)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT, TARGETS, Tool, run
+from conftest import BUILD, ROOT, TARGETS, Tool, run, sample_timed_target
 
 PYTHON = "/usr/bin/python3"
 HZ = 999  # the target may get a tenth of a CPU here: enough samples for ±3 points
@@ -63,38 +63,12 @@ def browser(*args):
 def profiles(tmp_path_factory):
     """The three files, the tables printed with them, and the target's own split."""
     tmp = tmp_path_factory.mktemp("pictures")
-    target = subprocess.Popen([PYTHON, os.path.join(TARGETS, "py_split.py"), "--wait"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    tools = []
-    try:
-        assert target.stdout.readline().strip() == b"ready"
-        files = {fmt: str(tmp / ("prof" + suffix)) for fmt, suffix in
-                 (("svg", ".svg"), ("speedscope", ".speedscope.json"), ("pprof", ".pb.gz"))}
-        args = {fmt: ["-o", path] for fmt, path in files.items()}
-        args.update(folded=["-f"], lines=["-f", "--lines"], top=["--top"])  # --top: stdout is a file
-        tools = {name: Tool("pystack", ["-p", str(target.pid), "-F", str(HZ)] + a, json_mode=False)
-                 for name, a in args.items()}
-        for t in tools.values():
-            t.wait_ready(timeout=600)
-        target.stdin.write(b"go\n")  # the target runs (and times itself) from now on
-        target.stdin.flush()
-        time.sleep(20)
-        for t in tools.values():
-            t.proc.send_signal(signal.SIGINT)
-        target.send_signal(signal.SIGTERM)
-        out, _ = target.communicate(timeout=60)
-        for t in tools.values():
-            t.stop()
-            assert t.returncode == 0, t.stderr[-2000:]
-    finally:
-        if target.poll() is None:
-            target.kill()
-            target.wait()
-        for t in (tools.values() if isinstance(tools, dict) else []):
-            if t.proc.poll() is None:
-                t.proc.kill()
-                t.proc.wait()
-    truth = json.loads(out.decode().strip().splitlines()[-1])
+    files = {fmt: str(tmp / ("prof" + suffix)) for fmt, suffix in
+             (("svg", ".svg"), ("speedscope", ".speedscope.json"), ("pprof", ".pb.gz"))}
+    args = {fmt: ["-o", path] for fmt, path in files.items()}
+    args.update(folded=["-f"], lines=["-f", "--lines"], top=["--top"])  # --top: stdout is a file
+    truth, tools = sample_timed_target([PYTHON, os.path.join(TARGETS, "py_split.py"), "--wait"],
+                                       {name: ["-F", str(HZ)] + a for name, a in args.items()}, 20)
     split = {"a": truth["a"] / (truth["a"] + truth["b"]), "b": truth["b"] / (truth["a"] + truth["b"])}
     print("target's own split: a %.1f%%, b %.1f%%" % (100 * split["a"], 100 * split["b"]))
     return {"files": files, "tables": {f: table_rows(t.stdout) for f, t in tools.items()}, "split": split,

@@ -13,14 +13,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import sqlite3
-import subprocess
 import time
 
 import pytest
 
-from conftest import ROOT, TARGETS, Tool, run, tool_path
+from conftest import ROOT, TARGETS, run, sample_timed_target, tool_path
 
 PYTHON = "/usr/bin/python3.11"
 TARGET = os.path.join(TARGETS, "py_profile.py")
@@ -36,25 +34,9 @@ def iso(t):
 
 def sample(version, db, live):
     """py_profile.py in VERSION's mode sampled for SECONDS: (its own timing, pystack's stderr)."""
-    target = subprocess.Popen([PYTHON, TARGET, MODE[version]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert target.stdout.readline().strip() == b"ready"
-        t = Tool("pystack", ["-p", str(target.pid), "-F", str(HZ), "-e", "fleet", "--lines", "-o", live,
-                             "--sqlite", db, "--profile-window", "1"], json_mode=False)
-        t.wait_ready(timeout=600)
-        target.stdin.write(b"go\n")
-        target.stdin.flush()
-        time.sleep(SECONDS)
-        t.proc.send_signal(signal.SIGINT)
-        target.send_signal(signal.SIGTERM)
-        out, _ = target.communicate(timeout=60)
-        t.stop()
-        assert t.returncode == 0, t.stderr[-2000:]
-    finally:
-        if target.poll() is None:
-            target.kill()
-            target.wait()
-    return json.loads(out.decode().strip().splitlines()[-1]), t.stderr
+    args = ["-F", str(HZ), "-e", "fleet", "--lines", "-o", live, "--sqlite", db, "--profile-window", "1"]
+    truth, tools = sample_timed_target([PYTHON, TARGET, MODE[version]], {"live": args}, SECONDS)
+    return truth, tools["live"].stderr
 
 
 @pytest.fixture(scope="module")
@@ -469,21 +451,9 @@ def test_from_clickhouse_is_the_same_as_from_sqlite_and_live(tmp_path):
     server = ClickHouse(tmp_path / "clickhouse")
     try:
         db, live = str(tmp_path / "p.db"), str(tmp_path / "live.txt")
-        target = subprocess.Popen([PYTHON, TARGET, "split"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        try:
-            assert target.stdout.readline().strip() == b"ready"
-            t = Tool("pystack", ["-p", str(target.pid), "-F", str(HZ), "-e", "ch", "--lines", "-o", live,
-                                 "--sqlite", db, "--clickhouse-url", server.url, "--ch-flush-interval", "1",
-                                 "--profile-window", "1"], json_mode=False)
-            t.wait_ready(timeout=600)
-            target.stdin.write(b"go\n")
-            target.stdin.flush()
-            time.sleep(8)
-            t.stop()
-            assert t.returncode == 0, t.stderr[-2000:]
-        finally:
-            target.kill()
-            target.wait()
+        sample_timed_target([PYTHON, TARGET, "split"], {"live": [
+            "-F", str(HZ), "-e", "ch", "--lines", "-o", live, "--sqlite", db, "--clickhouse-url", server.url,
+            "--ch-flush-interval", "1", "--profile-window", "1"]}, 8)
         pwfile = tmp_path / "pw"
         pwfile.write_text(TESTER_PASSWORD + "\n")
         auth = ["--clickhouse-user", "tester", "--clickhouse-password-file", str(pwfile)]
