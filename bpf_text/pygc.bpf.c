@@ -116,14 +116,14 @@ static __always_inline int gc_finish(struct pt_regs *ctx, s64 collected, u32 sou
 	task_head_fill(&ev->task);
 #ifdef STACK
 	s->depth = 0;
-	s->gen_frame = 0;
+	s->asyncio.gen_frame = 0;
 	cfg = py_config.lookup(&tgid);
 	st = PYWALK_ERR_CONFIG;
 	if (cfg) {
 		st = py_find_tstate(cfg, (u32)id, &tstate);
 		if (!st) {
 			st = py_walk_frames(cfg, tstate, s->frames, &s->depth);
-			s->gen_frame = py_walk_gen_frame();
+			py_walk_asyncio(cfg, tstate, &s->asyncio);
 		}
 	}
 	s->status = st;

@@ -36,7 +36,7 @@ struct pygc_stack_event {
 	struct pygc_event ev;
 	__u32 status; /* enum pywalk_status */
 	__u32 depth;  /* frames[] entries, innermost first; only these are sent */
-	__u64 gen_frame; /* outermost coroutine/generator frame (its asyncio task), 0: none */
+	struct pywalk_asyncio asyncio; /* the asyncio task of the stack */
 	struct pywalk_frame frames[PYWALK_DEPTH_LIMIT];
 };
 

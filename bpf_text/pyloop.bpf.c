@@ -89,14 +89,14 @@ static __always_inline void walk_python(struct pyloop_stack *s, u32 tgid, u32 ti
 
 	s->py.depth = 0;
 	s->py.status = PYWALK_ERR_CONFIG;
-	s->py.gen_frame = 0;
+	s->py.asyncio.gen_frame = 0;
 	if (!cfg)
 		return;
 	counter_add(LOOP_CNT_PY_WALKS, 1);
 	st = py_find_tstate(cfg, tid, &tstate);
 	if (!st) {
 		st = py_walk_frames(cfg, tstate, s->py.frames, &s->py.depth);
-		s->py.gen_frame = py_walk_gen_frame();
+		py_walk_asyncio(cfg, tstate, &s->py.asyncio);
 	}
 	s->py.status = st;
 	if (st != PYWALK_COMPLETE && st != PYWALK_TRUNCATED && st != PYWALK_NO_THREAD)

@@ -76,7 +76,7 @@ static __always_inline void walk_python(struct pyoffcpu_event *v, u32 tgid, u32 
 {
 	v->py.status = PYWALK_ERR_CONFIG;
 	v->py.depth = 0;
-	v->py.gen_frame = 0;
+	v->py.asyncio.gen_frame = 0;
 #ifdef WALK_PYTHON
 	struct pywalk_config *cfg = py_config.lookup(&tgid);
 	u64 tstate = 0;
@@ -88,7 +88,7 @@ static __always_inline void walk_python(struct pyoffcpu_event *v, u32 tgid, u32 
 	st = py_find_tstate(cfg, tid, &tstate);
 	if (!st) {
 		st = py_walk_frames(cfg, tstate, v->py.frames, &v->py.depth);
-		v->py.gen_frame = py_walk_gen_frame();
+		py_walk_asyncio(cfg, tstate, &v->py.asyncio);
 	}
 	v->py.status = st;
 	if (st != PYWALK_COMPLETE && st != PYWALK_TRUNCATED && st != PYWALK_NO_THREAD)
@@ -161,7 +161,7 @@ static __always_inline void switch_out(void *ctx, s64 state, u64 now)
 		v->kstack = v->ustack = -1;
 		v->py.status = PYWALK_ERR_CONFIG;
 		v->py.depth = 0;
-		v->py.gen_frame = 0;
+		v->py.asyncio.gen_frame = 0;
 		return;
 	}
 	v->kstack = stacks.get_stackid(ctx, 0);
@@ -330,6 +330,6 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
 	v->prev_state = PYOFFCPU_STATE_NEW;
 	v->kstack = v->ustack = -1;
 	v->py.depth = 0;
-	v->py.gen_frame = 0;
+	v->py.asyncio.gen_frame = 0;
 	return 0;
 }

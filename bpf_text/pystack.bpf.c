@@ -33,10 +33,10 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	st = py_find_tstate(cfg, tid, &tstate);
 	s->tstate = tstate;
 	s->depth = 0;
-	s->gen_frame = 0;
+	s->asyncio.gen_frame = 0;
 	if (!st) {
 		st = py_walk_frames(cfg, tstate, s->frames, &s->depth);
-		s->gen_frame = py_walk_gen_frame();
+		py_walk_asyncio(cfg, tstate, &s->asyncio);
 	}
 	s->status = st;
 	depth = s->depth;

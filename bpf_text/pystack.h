@@ -18,7 +18,7 @@ enum pystack_counter { PYSTACK_COUNTERS(PYEBPF_COUNTER_ID) PYSTACK_CNT_MAX };
 struct pystack_sample {
 	struct task_head task; /* ts_ns: when the sample was taken */
 	__u64 tstate;
-	__u64 gen_frame;       /* outermost coroutine/generator frame (asyncio task), 0: none */
+	struct pywalk_asyncio asyncio; /* the asyncio task of the stack */
 	__u32 status;          /* enum pywalk_status */
 	__u32 depth;           /* frames[] entries, innermost first */
 	__u32 cpu;

@@ -45,12 +45,20 @@ BPF_HASH(py_tstate_cache, u32, u64, 65536);
  * 0.55 s more at start-up, for a path no valid frame takes).
  */
 #define PY_SPAN_MAX 128
+/*
+ * Entries of 3.11-3.13's _current_tasks dict read (24 bytes each): a dict of 32 slots
+ * holds 21, room for the current tasks of a dozen event loop threads; a task not met
+ * there is named by userspace, as long as it lives.
+ */
+#define PY_DICT_ENTRIES 21
+#define PY_DICT_READ 512
 struct py_span_buf {
 	u8 frame[PY_SPAN_MAX + 8];
 	u8 code[PY_SPAN_MAX + 8];
-	u64 gen_frame; /* the last walk's outermost generator-owned frame (py_walk_gen_frame) */
+	u8 dict[PY_DICT_READ];
+	u64 gen_frame; /* the last walk's outermost generator-owned frame (py_walk_asyncio) */
 	u32 step;      /* PY_LOOP's counter */
-	u32 pad;
+	u32 gen_index; /* its index in the walk's frames */
 };
 BPF_PERCPU_ARRAY(py_span, struct py_span_buf, 1);
 
@@ -324,19 +332,6 @@ static __always_inline int py_code_fields(const struct pywalk_config *cfg, u8 *b
 #define PY_FRAME_OWNED_BY_GENERATOR 1
 
 /*
- * The outermost frame owned by a generator or coroutine in the last py_walk_frames of
- * this CPU, or 0: in an asyncio task, its coroutine's frame (the task's coroutine
- * object holds the frame at gi_iframe), which userspace maps to the task (pytasks.h).
- */
-static __always_inline u64 py_walk_gen_frame(void)
-{
-	u32 zero = 0;
-	struct py_span_buf *buf = py_span.lookup(&zero);
-
-	return buf ? buf->gen_frame : 0;
-}
-
-/*
  * Walks tstate's frames, innermost first, into frames[0..*depth). Returns
  * PYWALK_COMPLETE, PYWALK_TRUNCATED or an error (frames read so far are kept).
  * depth must point into map memory (the per-CPU scratch): the verifier does not
@@ -391,8 +386,10 @@ static __always_inline int py_walk_frames(const struct pywalk_config *cfg, u64 t
 		if (err)
 			return err;
 		code &= ~(u64)cfg->code_tag_mask;
-		if (cfg->frame_owner != PYWALK_NONE && owner == PY_FRAME_OWNED_BY_GENERATOR)
+		if (cfg->frame_owner != PYWALK_NONE && owner == PY_FRAME_OWNED_BY_GENERATOR) {
 			buf->gen_frame = f;
+			buf->gen_index = n; /* where its frame goes (a coroutine's code is code) */
+		}
 		if (cfg->frame_owner != PYWALK_NONE && owner >= cfg->owner_shim_min)
 			goto next; /* interpreter entry (shim) frame */
 		if (!code)
@@ -416,6 +413,95 @@ next:
 		f = prev;
 	}
 	return f ? PYWALK_TRUNCATED : PYWALK_COMPLETE;
+}
+
+/*
+ * 3.11-3.13: the task of coro among the values of the _current_tasks dict (the current
+ * task of each running loop; its keys are loops, so its entries are the general kind:
+ * hash, key, value), or 0. The layout of PyDictObject and PyDictKeysObject is the same
+ * in the three versions (pyebpf(7), CPYTHON INTERNALS).
+ */
+static __always_inline u64 py_current_task_of(const struct pywalk_config *cfg, struct py_span_buf *buf,
+					       u64 coro)
+{
+	u64 keys = 0, task, c;
+	s64 n;
+	u32 size;
+	u8 log2_index_bytes;
+
+	if (py_read(&keys, sizeof(keys), cfg->current_tasks + 32) || !keys)
+		return 0;
+	if (py_read(buf->dict, 32, keys))
+		return 0;
+	log2_index_bytes = buf->dict[9];
+	n = *(s64 *)&buf->dict[24]; /* dk_nentries */
+	if (buf->dict[10] != 0 || log2_index_bytes > 30 || n <= 0)
+		return 0;
+	if (n > PY_DICT_ENTRIES)
+		n = PY_DICT_ENTRIES;
+	size = (u32)n * 24; /* below PY_DICT_READ: the mask only shows the verifier so */
+	asm volatile("" : "=r"(size) : "0"(size));
+	if (py_read(buf->dict, size & (PY_DICT_READ - 1), keys + 32 + (1ULL << log2_index_bytes)))
+		return 0;
+	for (int i = 0; i < PY_DICT_ENTRIES; i++) {
+		if (i >= n)
+			break;
+		task = *(u64 *)&buf->dict[(i * 24 + 16) & (PY_DICT_READ - 1)];
+		c = 0;
+		if (task && !py_read(&c, sizeof(c), task + cfg->task_coro) && c == coro)
+			return task;
+	}
+	return 0;
+}
+
+/*
+ * The asyncio task of the last py_walk_frames of this CPU (tstate's walk), read now:
+ * the task whose coroutine owns the walk's outermost coroutine frame (the task's
+ * coroutine object holds that frame at gi_iframe), found as the current task of the
+ * thread's loop (3.14+: tstate's running task; 3.11-3.13: the _current_tasks dict),
+ * with its name object's first bytes. Userspace names the task from these, so that
+ * a task which ends before the record is read is named too.
+ */
+static __always_inline void py_walk_asyncio(const struct pywalk_config *cfg, u64 tstate,
+					    struct pywalk_asyncio *out)
+{
+	u32 zero = 0;
+	struct py_span_buf *buf = py_span.lookup(&zero);
+	u64 coro, task = 0, c = 0;
+	u32 first;
+
+	out->task = out->name = 0;
+	out->name_len = out->looked = 0;
+	out->gen_frame = buf ? buf->gen_frame : 0;
+	out->gen_index = buf ? buf->gen_index : 0;
+	if (!buf || !out->gen_frame || cfg->task_coro == PYWALK_NONE)
+		return;
+	coro = out->gen_frame - cfg->gen_iframe;
+	out->looked = 1;
+	if (cfg->ts_running_task != PYWALK_NONE)
+		py_read(&task, sizeof(task), tstate + cfg->ts_running_task);
+	else if (cfg->current_tasks)
+		task = py_current_task_of(cfg, buf, coro);
+	if (!task || py_read(&c, sizeof(c), task + cfg->task_coro) || c != coro)
+		return;
+	out->task = task;
+	if (py_read(&out->name, sizeof(out->name), task + cfg->task_name) || !out->name)
+		return;
+	/*
+	 * Up to the end of its page first: a read fails as a whole when any page it touches
+	 * is not in memory, and the page after a new object often is not (an arena's pages
+	 * come in as they are first written). The rest only when the object goes on there.
+	 */
+	first = 4096 - (u32)(out->name & 4095);
+	if (first > PYWALK_NAME_RAW)
+		first = PYWALK_NAME_RAW;
+	asm volatile("" : "=r"(first) : "0"(first));
+	if (first > PYWALK_NAME_RAW || py_read(out->name_raw, first, out->name))
+		return;
+	out->name_len = first;
+	if (first < PYWALK_NAME_RAW &&
+	    !py_read(out->name_raw + first, PYWALK_NAME_RAW - first, out->name + first))
+		out->name_len = PYWALK_NAME_RAW;
 }
 
 #endif

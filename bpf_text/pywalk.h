@@ -41,6 +41,15 @@ struct pywalk_config {
 	__u32 code_tag_mask;    /* f_executable tag bits (3.14+) */
 	__u32 co_firstlineno;
 	__u32 co_code_adaptive; /* instr_ptr -> code unit index (3.11+) */
+	/*
+	 * The running asyncio task (3.11+), once the target imported asyncio (userspace,
+	 * src/python/pytasks.c, writes the config again then); task_coro PYWALK_NONE: none.
+	 */
+	__u64 current_tasks;    /* 3.11-3.13: the _current_tasks dict (loop -> task), 0: none */
+	__u32 ts_running_task;  /* 3.14+: tstate -> its running task; PYWALK_NONE before */
+	__u32 task_coro;        /* TaskObj.task_coro */
+	__u32 task_name;        /* TaskObj.task_name */
+	__u32 gen_iframe;       /* PyGenObject/PyCoroObject -> its frame (the frame lives inside) */
 };
 
 /* One Python frame. instr: f_lasti as stored (3.8-3.10), or the code-unit index (3.11+). */
@@ -51,6 +60,24 @@ struct pywalk_frame {
 };
 
 /*
+ * The asyncio task of a walked stack, read when the walk was (the task may end before
+ * userspace reads the record). name_raw is the first bytes of the task's name object
+ * (a str, or the number of a Task-N that 3.12+ formats only when asked), which
+ * userspace decodes knowing the version's layout; name_len 0: not read. A task the
+ * walker looked for and did not find is none of the running loops' current tasks.
+ */
+#define PYWALK_NAME_RAW 96
+struct pywalk_asyncio {
+	__u64 gen_frame; /* outermost coroutine/generator frame (its asyncio task), 0: none */
+	__u64 task;      /* the task running that coroutine, 0: none found */
+	__u64 name;      /* the task's name object */
+	__u32 gen_index; /* frames[] index of gen_frame: the coroutine's code */
+	__u16 name_len;
+	__u16 looked;    /* the walker knew where to look for the task (else task is 0) */
+	__u8 name_raw[PYWALK_NAME_RAW];
+};
+
+/*
  * A walked stack as a record carries it (pyoffcpu's, pyloop's), last in the record so
  * that only the frames taken go out; 127 frames, as the kernel's stack maps keep at most.
  */
@@ -58,7 +85,7 @@ struct pywalk_frame {
 struct pywalk_stack {
 	__u32 status; /* enum pywalk_status; PYWALK_ERR_CONFIG when not walked */
 	__u32 depth;  /* frames[] entries, innermost first */
-	__u64 gen_frame; /* outermost coroutine/generator frame (its asyncio task), 0: none */
+	struct pywalk_asyncio asyncio;
 	struct pywalk_frame frames[PYWALK_RECORD_DEPTH];
 };
 

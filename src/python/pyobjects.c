@@ -10,10 +10,33 @@
 #include "utf8.h"
 
 
+void pyproc_overlay(struct pyproc *p, uint64_t addr, const void *bytes, size_t len)
+{
+	p->overlay.addr = addr;
+	p->overlay.bytes = bytes;
+	p->overlay.len = bytes ? len : 0;
+}
+
+/* A read answered by the overlay: 1 (buf filled), -1 (it crosses an end of it), 0 (outside). */
+static int overlay_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
+{
+	uint64_t lo = p->overlay.addr, hi = lo + p->overlay.len;
+
+	if (!p->overlay.len || addr >= hi || addr + len <= lo)
+		return 0;
+	if (addr < lo || addr + len > hi)
+		return errno = EFAULT, -1;
+	memcpy(buf, (const uint8_t *)p->overlay.bytes + (addr - lo), len);
+	return 1;
+}
+
 int pyproc_read_fresh(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
 {
 	ssize_t n;
+	int o;
 
+	if ((o = overlay_read(p, addr, buf, len)))
+		return o > 0 ? 0 : -1;
 	if (addr < 4096) { /* NULL, or a field of a NULL pointer: no object lives in page 0 */
 		errno = EFAULT;
 		return -1;
@@ -117,7 +140,7 @@ int pyproc_read(const struct pyproc *p, uint64_t addr, void *buf, size_t len)
 	uint64_t at = addr;
 	size_t left = len;
 
-	if (!c || !c->on || !addr || len > PAGE_CACHE_SIZE)
+	if (!c || !c->on || !addr || len > PAGE_CACHE_SIZE || p->overlay.len)
 		return pyproc_read_fresh(p, addr, buf, len);
 	while (left) {
 		uint64_t page = at & ~(uint64_t)(PAGE_CACHE_SIZE - 1), off = at - page;

@@ -541,6 +541,7 @@ void pyproc_walk_config(const struct pyproc *p, struct pywalk_config *c)
 	c->code_tag_mask = o->code_tag_mask;
 	c->co_firstlineno = o->co_firstlineno;
 	c->co_code_adaptive = w32(o->co_code_adaptive);
+	pytasks_walk_config(p, c);
 }
 
 void pyproc_describe(const struct pyproc *py, bool source, char *buf, size_t len)

@@ -74,12 +74,24 @@ struct pyproc {
 	int (*read_mem)(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
 	uint64_t (*symbol)(const struct pyproc *p, const char *name);
 	struct page_cache *pages; /* NULL until pyproc_cache_on */
+	struct {                  /* pyproc_overlay's bytes, len 0: none */
+		uint64_t addr;
+		const void *bytes;
+		size_t len;
+	} overlay;
 };
 
 /* pyobjects.c */
 /* Reads through a page cache from now on (emptied first), or no longer; 0, or -1 (no memory). */
 int pyproc_cache_on(struct pyproc *p, bool on);
 void pyproc_cache_free(struct pyproc *p);
+/*
+ * Until pyproc_overlay(p, 0, NULL, 0): a read within [addr, addr + len) is answered
+ * from bytes (memory the BPF program read earlier, at a sample: the object may be gone
+ * now), and a read that crosses an end of it fails, so that no answer mixes the two
+ * moments. Reads elsewhere go to the process as before.
+ */
+void pyproc_overlay(struct pyproc *p, uint64_t addr, const void *bytes, size_t len);
 /* pyproc_read, never from the cache. */
 int pyproc_read_fresh(const struct pyproc *p, uint64_t addr, void *buf, size_t len);
 /* One of the reads of pyproc_read_pieces: err is set to 0 or an errno value. */

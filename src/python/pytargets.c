@@ -76,12 +76,26 @@ static bool configure(struct pytargets *ts, struct pytarget *t)
 
 	if (!ts->walker || !t->py)
 		return true;
+	/* with its asyncio fields when it has imported asyncio (else pytargets_task_name, later) */
+	if (!t->asyncio_walked)
+		t->asyncio_walked = pytasks_probe(t->py, NULL, 0) == 0;
 	pyproc_walk_config(t->py, &cfg);
 	fd = bpfprog_table_fd(ts->walker, "py_config");
 	if (fd >= 0 && bpf_update_elem(fd, &t->pid, &cfg, BPF_ANY) == 0)
 		return true;
 	log_error("cannot configure the stack walker for pid %d: its stacks are not shown", t->pid);
 	return false;
+}
+
+int pytargets_task_name(struct pytargets *ts, struct pytarget *t, const struct pywalk_asyncio *a,
+			const struct pywalk_frame *frames, uint32_t depth, struct pytask_name *out)
+{
+	int r = pytasks_name_of_walk(t ? t->py : NULL, a, frames, depth, out);
+
+	/* named by userspace, the walker did not read the task: tell it where tasks are now */
+	if (t && t->py && a->gen_frame && !a->task && !t->asyncio_walked && pytasks_probe(t->py, NULL, 0) == 0)
+		configure(ts, t);
+	return r;
 }
 
 /* t into the set's pid map (when it has one). */

@@ -25,6 +25,7 @@
 #include "pyebpf.h"
 #include "pyframes.h"
 #include "pyproc.h"
+#include "pytasks.h"
 
 struct pytarget {
 	pid_t pid;
@@ -33,6 +34,7 @@ struct pytarget {
 	bool exited;
 	bool root;                   /* a -p pid: kept after it exits (other targets that go, go) */
 	bool ready;                  /* the tracker's own mark (e.g. put into its BPF maps) */
+	bool asyncio_walked;         /* the walker reads its running asyncio task (pytargets_task_name) */
 };
 
 struct pytargets {
@@ -168,6 +170,15 @@ int pytargets_set_pid_map(struct pytargets *ts, struct bpfprog *prog, const char
  * (never when none was watched).
  */
 bool pytargets_refresh(struct pytargets *ts, uint64_t now_ns);
+
+/*
+ * The asyncio task of a walked stack of target t (NULL: none) into out, as
+ * pytasks_name_of_walk. The walker learns where t's running task is once t imported
+ * asyncio: the first records of a stack in a task tell this, records after them carry
+ * the task read at the walk.
+ */
+int pytargets_task_name(struct pytargets *ts, struct pytarget *t, const struct pywalk_asyncio *a,
+			const struct pywalk_frame *frames, uint32_t depth, struct pytask_name *out);
 
 /* A walk's status (enum pywalk_status) as records name it: "complete", "truncated", "error: ...". */
 const char *pywalk_status_name(unsigned status);

@@ -363,17 +363,27 @@ static int collect(struct pyproc *p, const struct pytasks *t, struct addrs *out)
 	return r;
 }
 
-/* "Task-N" for a name still kept as a number (3.12+ names tasks lazily), else the str. */
-static void task_name(const struct pyproc *p, const struct pytasks *t, uint64_t task, char *buf, size_t len)
+/*
+ * A task's name object: "Task-N" for a name still kept as a number (3.12+ names tasks
+ * lazily), else the str. 0, or -1 ("" in buf) when it cannot be read.
+ */
+static int name_object(const struct pyproc *p, const struct pytasks *t, uint64_t name, char *buf, size_t len)
 {
-	uint64_t name = pyproc_u64_or0(p, task + t->l.task_name);
 	int64_t n;
 
 	buf[0] = 0;
-	if (name && is_a(p, name, t->long_type) && !pyproc_read_long(p, name, &n))
+	if (name && is_a(p, name, t->long_type)) {
+		if (pyproc_read_long(p, name, &n))
+			return -1;
 		snprintf(buf, len, "Task-%lld", (long long)n);
-	else if (name)
-		pyproc_read_str(p, name, buf, len);
+		return 0;
+	}
+	return name ? pyproc_read_str(p, name, buf, len) : -1;
+}
+
+static void task_name(const struct pyproc *p, const struct pytasks *t, uint64_t task, char *buf, size_t len)
+{
+	name_object(p, t, pyproc_u64_or0(p, task + t->l.task_name), buf, len);
 }
 
 /* One interpreter frame at f as the walker records it: 0, or -1 when it is not a Python frame. */
@@ -841,7 +851,9 @@ static uint64_t current_task(const struct pyproc *p, const struct pytasks *t, ui
 	return 0;
 }
 
-int pytasks_of_frame(struct pyproc *p, uint64_t gen_frame, char *task, size_t tlen, char *coro, size_t clen)
+/* pytasks_of_frame; want: the task it must be (0: any). */
+static int task_of_frame(struct pyproc *p, uint64_t gen_frame, uint64_t want, char *task, size_t tlen, char *coro,
+			 size_t clen)
 {
 	struct pytasks *t = p ? state_of(p) : NULL;
 	const struct pytask *k;
@@ -851,7 +863,7 @@ int pytasks_of_frame(struct pyproc *p, uint64_t gen_frame, char *task, size_t tl
 	if (!t || !gen_frame || pytasks_probe(p, NULL, 0) != 0)
 		return -1;
 	gen = gen_frame - t->l.gen_iframe;
-	if ((cur = current_task(p, t, gen))) {
+	if ((cur = current_task(p, t, gen)) && (!want || cur == want)) {
 		task_name(p, t, cur, task, tlen);
 		pyproc_read_str(p, pyproc_u64_or0(p, gen + t->l.gen_qualname), coro, clen);
 		return 0;
@@ -868,16 +880,75 @@ int pytasks_of_frame(struct pyproc *p, uint64_t gen_frame, char *task, size_t tl
 			t->torn += t->light.torn;
 		k = pytasks_find(&t->light, gen);
 	}
-	if (!k)
+	if (!k || (want && k->addr != want))
 		return -1;
 	snprintf(task, tlen, "%s", k->name);
 	snprintf(coro, clen, "%s", k->coro_name);
 	return 0;
 }
 
-int pytasks_name_of_frame(struct pyproc *p, uint64_t gen_frame, struct pytask_name *out)
+/*
+ * The task the BPF walker found running, named from the bytes of its name object read
+ * then (the object may be gone now: nothing else of it is read); its coroutine's
+ * qualified name is its code's (the frame at gen_index), which outlives the coroutine.
+ * 0, or -1 when the bytes do not hold the whole name.
+ */
+static int name_at_walk(struct pyproc *p, const struct pytasks *t, const struct pywalk_asyncio *a,
+			const struct pywalk_frame *frames, uint32_t depth, struct pytask_name *out)
 {
-	return pytasks_of_frame(p, gen_frame, out->name, sizeof(out->name), out->coro, sizeof(out->coro));
+	struct pycode_loc loc;
+	int r;
+
+	if (!a->task || !a->name_len || a->name_len > sizeof(a->name_raw) || a->gen_index >= depth)
+		return -1;
+	pyproc_overlay(p, a->name, a->name_raw, a->name_len);
+	r = name_object(p, t, a->name, out->name, sizeof(out->name));
+	pyproc_overlay(p, 0, NULL, 0);
+	if (r || pyproc_code_location(p, frames[a->gen_index].code, 0, frames[a->gen_index].firstlineno, &loc))
+		return -1;
+	snprintf(out->coro, sizeof(out->coro), "%s", loc.func);
+	return 0;
+}
+
+int pytasks_of_frame(struct pyproc *p, uint64_t gen_frame, char *task, size_t tlen, char *coro, size_t clen)
+{
+	return task_of_frame(p, gen_frame, 0, task, tlen, coro, clen);
+}
+
+int pytasks_name_of_walk(struct pyproc *p, const struct pywalk_asyncio *a, const struct pywalk_frame *frames,
+			 uint32_t depth, struct pytask_name *out)
+{
+	struct pytasks *t = p ? state_of(p) : NULL;
+
+	out->name[0] = out->coro[0] = 0;
+	if (!t || !a->gen_frame || pytasks_probe(p, NULL, 0) != 0)
+		return -1;
+	if (!name_at_walk(p, t, a, frames, depth, out))
+		return 0;
+	out->name[0] = out->coro[0] = 0;
+	/*
+	 * What the walker saw decides: no running task (the coroutine ran in none, whatever
+	 * task may run another at its address now), or the task it found (its name did not
+	 * fit: read now, while that task lives).
+	 */
+	if (a->looked && !a->task)
+		return -1;
+	return task_of_frame(p, a->gen_frame, a->task, out->name, sizeof(out->name), out->coro, sizeof(out->coro));
+}
+
+void pytasks_walk_config(const struct pyproc *p, struct pywalk_config *c)
+{
+	const struct pytasks *t = p->tasks;
+
+	c->current_tasks = 0;
+	c->ts_running_task = c->task_coro = c->task_name = c->gen_iframe = PYWALK_NONE;
+	if (!t || t->state != 0)
+		return;
+	c->current_tasks = p->off.minor < 14 ? t->current_tasks : 0;
+	c->ts_running_task = p->off.minor >= 14 ? t->l.ts_running_task : PYWALK_NONE;
+	c->task_coro = t->l.task_coro;
+	c->task_name = t->l.task_name;
+	c->gen_iframe = t->l.gen_iframe;
 }
 
 const char *pytasks_root(const char *name, char *buf, size_t len)

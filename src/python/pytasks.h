@@ -92,10 +92,21 @@ struct pytask_name {
 };
 
 /*
- * pytasks_of_frame into out, for trackers whose records carry the task of their
- * stack (py may be NULL: not a CPython, no task). Returns what pytasks_of_frame does.
+ * The task of a walked stack (frames[0..depth), a its asyncio part) into out, for
+ * trackers whose records carry the task of their stack (py may be NULL: not a CPython,
+ * no task): the task the walker found running, named from the bytes it read then
+ * (the task may have ended since); when the name did not fit, that task while it
+ * lives; when the walker did not look (not configured for tasks yet), through
+ * pytasks_of_frame. 0, or -1 when the stack is in no task ("" in both).
  */
-int pytasks_name_of_frame(struct pyproc *py, uint64_t gen_frame, struct pytask_name *out);
+int pytasks_name_of_walk(struct pyproc *py, const struct pywalk_asyncio *a, const struct pywalk_frame *frames,
+			 uint32_t depth, struct pytask_name *out);
+
+/*
+ * The walker's asyncio fields of cfg (bpf_text/pywalk.h): where py's running task is,
+ * once pytasks_probe found its tasks readable; none before.
+ */
+void pytasks_walk_config(const struct pyproc *py, struct pywalk_config *cfg);
 
 /*
  * --per-task's root frame of a folded stack: "task:NAME" (buf), or "[no-task]" when

@@ -461,7 +461,8 @@ static void on_event(void *ctx, void *data, int size)
 
 		stack = stack_json(g, target, data, size);
 		json_object_set(o, "stack", stack);
-		pytasks_name_of_frame(target ? target->py : NULL, s->gen_frame, &tk);
+		pytargets_task_name(&g->targets, target, &s->asyncio, s->frames,
+				    (uint32_t)pyframes_depth(s->depth, size, offsetof(struct pygc_stack_event, frames)), &tk);
 		json_set_str(o, "task", tk.name);
 		json_set_str(o, "task_coro", tk.coro);
 		if (g->out.path)

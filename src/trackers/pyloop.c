@@ -347,14 +347,14 @@ static const char *stack_text(struct pyloop *o, const struct pyloop_stack *s, in
 	return pyframes_text(&o->text, pt->py, s->py.frames, depth, s->py.status);
 }
 
-/* The asyncio task of a stack record's frames (pytasks_name_of_frame). */
+/* The asyncio task of a stack record's frames (pytargets_task_name). */
 static void task_of_stack(struct pyloop *o, const struct pyloop_stack *s, int size, struct pytask_name *tk)
 {
-	struct pytarget *pt = NULL;
+	const int head = offsetof(struct pyloop_stack, py.frames);
+	struct pytarget *pt = size >= head ? pytargets_find(&o->targets, (pid_t)s->task.pid) : NULL;
+	int depth = pt ? pyframes_depth(s->py.depth, size, head) : 0;
 
-	if (size >= (int)offsetof(struct pyloop_stack, py.frames))
-		pt = pytargets_find(&o->targets, (pid_t)s->task.pid);
-	pytasks_name_of_frame(pt ? pt->py : NULL, pt ? s->py.gen_frame : 0, tk);
+	pytargets_task_name(&o->targets, pt, &s->py.asyncio, s->py.frames, (uint32_t)depth, tk);
 }
 
 /* One more sample of its task ("name\tcoro", "\t" for none) in p->tasks. */

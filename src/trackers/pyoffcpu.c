@@ -317,7 +317,7 @@ static int prepare(struct tracker *t)
 	/*
 	 * -o sums the periods in the kernel as -f does: no record lost, whatever else is
 	 * printed. --per-task sums them here from the records instead: a period's task is
-	 * named while it still runs its coroutine (pytasks_name_of_frame), not at the end.
+	 * read when the thread leaves the CPU (pytargets_task_name), not at the end.
 	 */
 	if ((o->folded || o->out.path) && !o->per_task)
 		cflags_add(cf, "-DFOLDED");
@@ -513,8 +513,8 @@ static void on_event(void *ctx, void *data, int size)
 	depth = e->py.depth ? pyframes_depth(e->py.depth, size, head) : 0;
 	pt = pytargets_thread_name(&o->targets, (pid_t)e->task.pid, (pid_t)e->task.tid, e->task.comm,
 				   sizeof(e->task.comm), thread, sizeof(thread));
+	pytargets_task_name(&o->targets, pt, &e->py.asyncio, e->py.frames, (uint32_t)depth, &task);
 	status = python_stack(o, pt, &e->py, depth, dur >= o->py_min_ms * 1000000ull, &depth, &py_stack);
-	pytasks_name_of_frame(pt ? pt->py : NULL, e->py.gen_frame, &task);
 	if (o->per_task)
 		fold_task_period(o, e, task.name, py_stack, dur);
 	if (o->folded)

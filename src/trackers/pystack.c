@@ -465,7 +465,7 @@ static void on_sample(void *ctx, void *data, int size)
 	ps->interval_samples++;
 	ps->unresolved_frames += pyframes_resolve(pt->py, s->frames, depth, ps->locs);
 	if (ps->base.common->json || ps->per_task)
-		pytasks_name_of_frame(pt->py, s->gen_frame, &tk);
+		pytargets_task_name(&ps->targets, pt, &s->asyncio, s->frames, (uint32_t)depth, &tk);
 	if (ps->base.common->json)
 		emit_sample(ps, pt, s, depth, &tk);
 	if (!ps->lines)

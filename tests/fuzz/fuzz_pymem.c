@@ -191,6 +191,16 @@ static void exercise(struct pyproc *p)
 		pytasks_read(p, &s, false);
 		pytasks_snapshot_free(&s);
 		pytasks_of_frame(p, in.h.gen_frame, task, sizeof(task), coro, sizeof(coro));
+		if (in.n) {
+			/* a walker's task: the name object's bytes are the first region's */
+			struct pywalk_asyncio a = { .gen_frame = in.h.gen_frame, .task = in.h.runtime,
+						    .name = in.r[0].addr, .gen_index = in.h.codes[0].check % 4,
+						    .looked = 1 };
+			struct pytask_name tn;
+			a.name_len = (__u16)(in.r[0].len < PYWALK_NAME_RAW ? in.r[0].len : PYWALK_NAME_RAW);
+			memcpy(a.name_raw, in.r[0].bytes, a.name_len);
+			pytasks_name_of_walk(p, &a, frames, NCODES, &tn);
+		}
 	}
 	/* what a seed reaches: PYMEM_DEBUG=1 build-fuzz/fuzz/fuzz_pymem SEED */
 	if (getenv("PYMEM_DEBUG")) {

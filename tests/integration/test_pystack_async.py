@@ -99,6 +99,36 @@ def test_task_of_cpu_samples_60_40(pystack, targets, pythons):  # noqa: F811
     assert not failures, failures
 
 
+def test_tasks_ended_before_the_read_are_named(pystack, targets, pythons):  # noqa: F811
+    """task in py_stack of tasks that live 4 ms and are gone long before pystack reads
+    their samples: every sample in short_burn names its task, the one whose span (as the
+    target timed it) holds the sample's time."""
+    pys = asyncio_pythons(pythons)
+    procs = {name: targets.start(cmd + [SCRIPT, "short"]) for name, cmd in pys.items()}
+    t = pystack([p.pid for p in procs.values()], "-F", "499")
+    time.sleep(6)
+    truths = {name: stop_truth(p) for name, p in procs.items()}
+    t.stop()
+    samples = events(t, "py_stack")
+    failures = []
+    for name, p in procs.items():
+        runs = truths[name]["short"]
+        mine = [e for e in samples if e["pid"] == p.pid and "short_burn (" in e["stack"]]
+        if len(mine) < 30 or len(runs) < 100:
+            failures.append("%s: %d samples in short_burn, %d tasks" % (name, len(mine), len(runs)))
+            continue
+        for e in mine:
+            when = iso_time(e["time"])
+            near = {task for task, w0, w1 in runs if w0 - 0.002 <= when <= w1 + 0.002}
+            if "short_tasks (" in e["stack"]:
+                near = {"driver"}  # the driver calling short_burn() makes its coroutine
+            if e["task"] not in near or e["task_coro"] != ("short_tasks" if near == {"driver"} else "short_burn"):
+                failures.append("%s: sample at %.4f named %r (%r), the tasks then: %s" % (
+                    name, when, e["task"], e["task_coro"], sorted(near)))
+                break
+    assert not failures, failures
+
+
 def test_per_task_folded_roots(pystack, targets, pythons):  # noqa: F811
     cmd = asyncio_pythons(pythons).get("sid-3.14") or list(asyncio_pythons(pythons).values())[0]
     p = targets.start(cmd + [SCRIPT, "split"])

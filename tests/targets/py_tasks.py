@@ -13,10 +13,13 @@ SIGTERM; on SIGTERM prints its ground truth as one JSON line)
   tree   63 tasks in a tree (fan-out 2, TaskGroups and gather by turns), all waiting
   churn  tasks created and finished at about 5,000 a second, each awaiting a child chain;
          prints {"created": n}
+  short  tasks short-0, short-1, ... run one after the other, each burning the CPU in
+         short_burn for SHORT_MS and then ending at once; prints on SIGTERM {"short":
+         [[task, wall start, wall end], ...]}
   steps  on SIGUSR1, STEP_ROUNDS rounds of four tasks run one after the other: block-a
          and block-b block the loop thread in time.sleep (0.2 s, 0.1 s), spin burns the
-         CPU for 0.15 s, gc-maker calls gc.collect(), each then awaits 0.3 s (after a
-         first task warm-up that blocks 0.1 s and collects once); then prints, without waiting for
+         CPU for 0.15 s, gc-maker calls gc.collect(), each then ends (after a first
+         task warm-up that blocks 0.1 s and collects once); then prints, without waiting for
          SIGTERM, {"steps": [[task, wall start, wall end], ...], "blocked": {task: s
          measured around its sleeps}, "gc": {task: collections its gc.callbacks saw
          begin while it was asyncio's current task ("" none)}, "step_block": line}
@@ -136,10 +139,27 @@ def count_gc(phase, info):
     gc_by_task[name] = gc_by_task.get(name, 0) + 1
 
 
-# Each step's task lives on for a while after its measured part, as a request's task
-# would: the tools name a task when they read the event, a moment after it (later when
-# the host is busy: 8 targets spin on 2 CPUs).
-LIVE_ON = 0.3
+# Each step's task ends right after its measured part: the tools read the records
+# later (much later when the host is busy: 8 targets spin on 2 CPUs), and name the task
+# from what the BPF walk read at the event.
+LIVE_ON = 0
+
+
+SHORT_MS = 4
+short_runs = []
+
+
+async def short_burn():
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < SHORT_MS / 1000:
+        work(200)
+
+
+async def short_tasks():
+    for i in range(1000000):
+        w0 = time.time()
+        await asyncio.create_task(short_burn(), name="short-%d" % i)
+        short_runs.append(["short-%d" % i, w0, time.time()])
 
 
 async def step_block(seconds):
@@ -221,6 +241,8 @@ async def main():
         tasks = [asyncio.create_task(tree_node(5, 2), name="t")]
     elif MODE == "churn":
         tasks = [asyncio.create_task(churn(), name="churner")]
+    elif MODE == "short":
+        tasks = [asyncio.create_task(short_tasks(), name="driver")]
     elif MODE == "steps":
         go = asyncio.Event()
         gc.callbacks.append(count_gc)
@@ -236,6 +258,8 @@ async def main():
         out.update(spent)
     if MODE == "churn":
         out.update(stats)
+    if MODE == "short":
+        out["short"] = short_runs
     print(json.dumps(out), flush=True)
 
 

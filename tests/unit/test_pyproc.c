@@ -373,6 +373,38 @@ static void test_read_pieces(void **state)
 	munmap(m, 3 * page);
 }
 
+/*
+ * pyproc_overlay: reads inside the bytes come from them (the process's memory there
+ * differs), reads crossing an end of them fail, reads elsewhere see the process, and
+ * clearing it brings the process's memory back; through the page cache too.
+ */
+static void test_overlay(void **state)
+{
+	struct pyproc p = { .pid = getpid(), .mem_fd = -1 };
+	static char live[64] = "live memory, as the process has it now..........................";
+	const char then[16] = "bytes of before";
+	uint64_t at = (uint64_t)(uintptr_t)live + 8;
+	char buf[16];
+
+	(void)state;
+	for (int cached = 0; cached < 2; cached++) {
+		if (cached)
+			assert_int_equal(pyproc_cache_on(&p, true), 0);
+		pyproc_overlay(&p, at, then, sizeof(then));
+		assert_int_equal(pyproc_read(&p, at + 2, buf, 8), 0);
+		assert_memory_equal(buf, then + 2, 8);
+		assert_int_equal(pyproc_read(&p, at + 8, buf, 9), -1);  /* past its end */
+		assert_int_equal(pyproc_read(&p, at - 1, buf, 4), -1);  /* before its start */
+		assert_int_equal(pyproc_read(&p, at + 16, buf, 8), 0);  /* after it: the process */
+		assert_memory_equal(buf, live + 24, 8);
+		pyproc_overlay(&p, 0, NULL, 0);
+		assert_int_equal(pyproc_read(&p, at + 2, buf, 8), 0);
+		assert_memory_equal(buf, live + 10, 8);
+	}
+	pyproc_cache_on(&p, false);
+	pyproc_cache_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_live_python),
 		cmocka_unit_test(test_read_pieces),
 		cmocka_unit_test(test_page_cache),
+		cmocka_unit_test(test_overlay),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
