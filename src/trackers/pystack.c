@@ -186,6 +186,7 @@ static const struct schema *const schemas[] = { &sample_schema, &task_schema, &f
 struct pystack {
 	struct tracker base;
 	unsigned long freq, max_depth;
+	bool max_depth_set;
 	double interval_s;
 	bool folded, per_thread, lines, top;
 	bool async, per_task;
@@ -243,6 +244,7 @@ static int option(struct tracker *t, int id, const char *arg)
 	case OPT_INTERVAL:
 		return opts_parse_seconds("interval", arg, &ps->interval_s);
 	case OPT_MAX_DEPTH:
+		ps->max_depth_set = true;
 		return opts_parse_ulong("max-depth", arg, 1, PYWALK_DEPTH_LIMIT, &ps->max_depth);
 	case OPT_CHILDREN:
 		ps->targets.children = true;
@@ -296,8 +298,9 @@ static int check_stored(struct pystack *ps)
 	if (!ps->from.source && (ps->from.host || ps->from.since_us >= 0 || ps->from.until_us >= 0 || range ||
 				 ps->baseline_env))
 		return opts_usage_error("--host, --since, --until, --baseline-since/-until and --baseline-env need --from");
-	if (ps->from.source && (ps->top || ps->targets.children || ps->async || ps->interval_s))
-		return opts_usage_error("--from draws stored samples: not with --top, --children, --async or -i");
+	/* (stored stacks are as deep as the run that took them kept them) */
+	if (ps->from.source && (ps->top || ps->targets.children || ps->async || ps->interval_s || ps->max_depth_set))
+		return opts_usage_error("--from draws stored samples: not with --top, --children, --async, --max-depth or -i");
 	ps->before.source = ps->from.source;
 	if (profread_check(&ps->from, c) || profread_check(&ps->before, c))
 		return -1;

@@ -317,6 +317,9 @@ def test_env_against_env_is_the_range_diff(deploy, tmp_path):
     assert both.returncode == 2 and "not both" in both.stderr, both.stderr
     live = pystack("-p", str(os.getpid()), "--baseline-env", "canary", "-f")
     assert live.returncode == 2 and "need --from" in live.stderr, live.stderr
+    # stored stacks are as deep as their run kept them: --max-depth is refused, not ignored
+    deep = pystack("--from", "sqlite:" + copy, "-e", "fleet", "--max-depth", "5", "-f")
+    assert deep.returncode == 2 and "--max-depth" in deep.stderr and deep.stdout == "", deep.stderr
 
 
 def path_shares(path, func):
