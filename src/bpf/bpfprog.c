@@ -15,8 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "bpfobj.h"
 #include "caps.h"
 #include "jsonfmt.h"
 #include "kheaders.h"
@@ -29,6 +32,8 @@ int libbpf_num_possible_cpus(void);
 
 #define MAX_CPUS 1024
 #define MAX_PROGS 32
+/* compiles at once (bpfprog_compile_many): each LLVM takes some 100 MiB */
+#define MAX_COMPILERS 4
 /* threads that end attachments together (bpfprog_detach_all) */
 #define DETACH_THREADS 32
 
@@ -48,7 +53,7 @@ struct perf_buffer {
 };
 
 struct bpfprog {
-	void *mod;
+	struct bpfobj obj;
 	struct loaded_prog progs[MAX_PROGS];
 	int nprogs;
 	struct link {
@@ -161,26 +166,43 @@ static bool uses_tracepoints(const char *text, const struct cflags *cf)
 	return false;
 }
 
-struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
-				const char *kernel_headers)
+/* Which kernel headers the compiles use, said once per process (and not by its children). */
+static bool said_headers;
+
+static void say_headers(const struct kheaders *kh)
+{
+	if (!said_headers)
+		log_info("kernel headers: %s (%s)", kh->what, kh->why);
+	said_headers = true;
+}
+
+static void announce_headers(const char *kernel_headers)
 {
 	struct kheaders kh;
-	struct bpfprog *p;
-	char *users_source;
-	int saved_stdout;
 
+	if (!kheaders_find(kernel_headers, &kh)) {
+		say_headers(&kh);
+		kheaders_release(&kh);
+	}
+}
+
+/* Compiles text in this process into o (the libbcc module is gone afterwards): 0, or -1 after saying why. */
+static int compile_here(const char *text, const struct cflags *cf, const char *kernel_headers, struct bpfobj *o)
+{
+	struct kheaders kh;
+	char *users_source;
+	int saved_stdout, r;
+	void *mod;
+	uint64_t t0 = time_mono_ns();
+
+	memset(o, 0, sizeof(*o));
 	if (uses_tracepoints(text, cf) && tracefs_ensure())
-		return NULL;
+		return -1;
 	if (kheaders_find(kernel_headers, &kh)) {
 		log_error("cannot write built-in kernel headers: %s", strerror(errno));
-		return NULL;
+		return -1;
 	}
-	log_info("kernel headers: %s (%s)", kh.what, kh.why);
-	p = calloc(1, sizeof(*p));
-	if (!p) {
-		kheaders_release(&kh);
-		return NULL;
-	}
+	say_headers(&kh);
 	/* the user's own value comes back afterwards: the next compile must find it, not our temp dir */
 	users_source = getenv("BCC_KERNEL_SOURCE");
 	users_source = users_source ? strdup(users_source) : NULL;
@@ -191,8 +213,8 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 	saved_stdout = dup(STDOUT_FILENO);
 	dup2(STDERR_FILENO, STDOUT_FILENO);
 	ksyms_compile_begin();
-	p->mod = bpf_module_create_c_from_string(text, 0, (const char **)(cf ? cf->v : NULL),
-						 cf ? cf->n : 0, true, NULL);
+	mod = bpf_module_create_c_from_string(text, 0, (const char **)(cf ? cf->v : NULL), cf ? cf->n : 0, true,
+					      NULL);
 	ksyms_compile_end();
 	fflush(stdout);
 	if (saved_stdout >= 0) {
@@ -205,19 +227,135 @@ struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 		unsetenv("BCC_KERNEL_SOURCE");
 	free(users_source);
 	kheaders_release(&kh);
-	/* LLVM frees most of what it used to compile; give it back to the system */
-	malloc_trim(0);
-	if (!p->mod) {
+	if (!mod) {
 		log_error("BPF compile failed (see the messages above; --ebpf prints the text)");
+		return -1;
+	}
+	r = bpfobj_from_module(mod, o);
+	if (r)
+		log_error("cannot keep the compiled BPF program: %s", strerror(errno ? errno : ENOMEM));
+	/* the module's maps stay open in o; LLVM's memory goes back to the system */
+	bpf_module_destroy(mod);
+	malloc_trim(0);
+	log_debug("a BPF program of %d functions and %d maps compiled in %.0f ms (process %d)", o->nfuncs,
+		  o->ntables, (time_mono_ns() - t0) / 1e6, (int)getpid());
+	return r;
+}
+
+struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf, const char *kernel_headers)
+{
+	struct bpfprog *p = calloc(1, sizeof(*p));
+
+	if (!p || compile_here(text, cf, kernel_headers, &p->obj)) {
 		free(p);
 		return NULL;
 	}
 	return p;
 }
 
+/* A child compiling text i of bpfprog_compile_many, and the socket it answers on. */
+struct compiler {
+	pid_t pid;
+	int sock;
+};
+
+static void start_compiler(struct compiler *c, const char *text, const struct cflags *cf, const char *kernel_headers)
+{
+	int sv[2];
+
+	c->pid = -1;
+	c->sock = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return;
+	fflush(NULL); /* nothing buffered here is written twice */
+	c->pid = fork();
+	if (c->pid == 0) {
+		struct bpfobj o;
+		close(sv[0]);
+		_exit(compile_here(text, cf, kernel_headers, &o) || bpfobj_send(sv[1], &o) ? 1 : 0);
+	}
+	close(sv[1]);
+	if (c->pid < 0) {
+		close(sv[0]);
+		return;
+	}
+	c->sock = sv[0];
+}
+
+/* What child c sent: the program, or NULL (it failed, and said why). */
+static struct bpfprog *finish_compiler(struct compiler *c)
+{
+	struct bpfprog *p = calloc(1, sizeof(*p));
+	int status = 0;
+
+	if (p && bpfobj_recv(c->sock, &p->obj)) {
+		free(p);
+		p = NULL;
+	}
+	close(c->sock);
+	while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!p && !(WIFEXITED(status) && WEXITSTATUS(status) == 1))
+		log_error("the BPF compile's process ended without a program (status 0x%x)", status);
+	return p;
+}
+
+void bpfprog_compile_many(const char *const *texts, const struct cflags *const *cfs, int n,
+			  const char *kernel_headers, struct bpfprog **out)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int width = cpus > 1 ? (int)(cpus < MAX_COMPILERS ? cpus : MAX_COMPILERS) : 1;
+	struct compiler c[MAX_COMPILERS];
+	int of[MAX_COMPILERS]; /* the text child k compiles, -1: none */
+	int next = 0, running = 0;
+
+	if (n < 2 || width < 2) {
+		for (int i = 0; i < n; i++)
+			out[i] = bpfprog_compile(texts[i], cfs[i], kernel_headers);
+		return;
+	}
+	/* tracefs mounted (when missing) and the headers said once, here, not by each child */
+	for (int i = 0; i < n; i++)
+		if (uses_tracepoints(texts[i], cfs[i]) && tracefs_ensure())
+			break;
+	announce_headers(kernel_headers);
+	/* width children at a time; whichever answers first makes room for the next text */
+	for (int k = 0; k < width; k++)
+		of[k] = -1;
+	while (next < n || running) {
+		struct pollfd fds[MAX_COMPILERS];
+		for (int k = 0; k < width && next < n; k++) {
+			if (of[k] >= 0)
+				continue;
+			start_compiler(&c[k], texts[next], cfs[next], kernel_headers);
+			if (c[k].pid < 0) { /* no child: here */
+				out[next] = bpfprog_compile(texts[next], cfs[next], kernel_headers);
+				next++;
+				k--;
+				continue;
+			}
+			of[k] = next++;
+			running++;
+		}
+		for (int k = 0; k < width; k++)
+			fds[k] = (struct pollfd){ .fd = of[k] >= 0 ? c[k].sock : -1, .events = POLLIN };
+		if (poll(fds, (nfds_t)width, -1) < 0 && errno != EINTR)
+			break; /* cannot happen with valid fds; the children are collected below */
+		for (int k = 0; k < width; k++)
+			if (of[k] >= 0 && fds[k].revents) {
+				out[of[k]] = finish_compiler(&c[k]);
+				of[k] = -1;
+				running--;
+			}
+	}
+	for (int k = 0; k < width; k++)
+		if (of[k] >= 0)
+			out[of[k]] = finish_compiler(&c[k]);
+}
+
 int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type)
 {
-	const struct bpf_insn *insns;
+	const struct bpfobj_func *f;
 	struct bpf_prog_info info;
 	uint32_t info_len = sizeof(info);
 	uint64_t t0;
@@ -228,15 +366,13 @@ int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type)
 			return p->progs[i].fd;
 	if (p->nprogs == MAX_PROGS)
 		return -1;
-	insns = bpf_function_start(p->mod, fn);
-	if (!insns) {
+	f = bpfobj_func(&p->obj, fn);
+	if (!f) {
 		log_error("BPF function %s not found in the program", fn);
 		return -1;
 	}
 	t0 = time_mono_ns();
-	fd = bcc_func_load(p->mod, prog_type, fn, insns, (int)bpf_function_size(p->mod, fn),
-			   bpf_module_license(p->mod), bpf_module_kern_version(p->mod), 0, NULL, 0,
-			   NULL, -1);
+	fd = bcc_prog_load(prog_type, fn, f->insns, (int)f->size, p->obj.license, p->obj.kern_version, 0, NULL, 0);
 	if (fd < 0) {
 		log_error("loading BPF function %s failed: %s", fn, strerror(-fd));
 		return -1;
@@ -245,7 +381,7 @@ int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type)
 	memset(&info, 0, sizeof(info));
 	if (!bpf_obj_get_info(fd, &info, &info_len))
 		log_debug("%s: loaded in %.1f ms, %zu instructions, %u verified", fn,
-			  (time_mono_ns() - t0) / 1e6, bpf_function_size(p->mod, fn) / sizeof(struct bpf_insn),
+			  (time_mono_ns() - t0) / 1e6, f->size / sizeof(struct bpf_insn),
 			  info.verified_insns);
 	p->progs[p->nprogs++] = (struct loaded_prog){ strdup(fn), fd };
 	return fd;
@@ -394,20 +530,22 @@ int bpfprog_attachments(const struct bpfprog *p)
 
 int bpfprog_table_fd(struct bpfprog *p, const char *name)
 {
-	return bpf_table_fd(p->mod, name);
+	const struct bpfobj_table *t = bpfobj_table(&p->obj, name);
+
+	return t ? t->fd : -1;
 }
 
 uint64_t bpfprog_table_sum_u64(struct bpfprog *p, const char *name, uint32_t key)
 {
-	int fd = bpf_table_fd(p->mod, name), n;
-	size_t leaf = bpf_table_leaf_size(p->mod, name);
+	const struct bpfobj_table *t = bpfobj_table(&p->obj, name);
 	uint64_t vals[MAX_CPUS] = { 0 }, sum = 0;
+	int n;
 
-	if (fd < 0 || leaf != sizeof(uint64_t))
+	if (!t || t->leaf_size != sizeof(uint64_t))
 		return 0;
-	if (bpf_lookup_elem(fd, &key, vals))
+	if (bpf_lookup_elem(t->fd, &key, vals))
 		return 0;
-	n = bpf_table_type(p->mod, name) == BPF_MAP_TYPE_PERCPU_ARRAY ? libbpf_num_possible_cpus() : 1;
+	n = t->type == BPF_MAP_TYPE_PERCPU_ARRAY ? libbpf_num_possible_cpus() : 1;
 	for (int i = 0; i < n && i < MAX_CPUS; i++)
 		sum += vals[i];
 	return sum;
@@ -473,7 +611,7 @@ static bool memlock_denied(int pages)
 int bpfprog_open_perf_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx,
 			     int pages, int wakeup_events)
 {
-	int map = bpf_table_fd(p->mod, table), cpus[MAX_CPUS], n = cpus_online(cpus, MAX_CPUS);
+	int map = bpfprog_table_fd(p, table), cpus[MAX_CPUS], n = cpus_online(cpus, MAX_CPUS);
 	struct perf_buffer *b;
 
 	if (map < 0 || p->nbufs == (int)(sizeof(p->bufs) / sizeof(p->bufs[0]))) {
@@ -519,7 +657,7 @@ static int on_ring(void *ctx, void *data, size_t size)
 
 int bpfprog_open_ring_buffer(struct bpfprog *p, const char *table, bpfprog_event_cb cb, void *ctx)
 {
-	int map = bpf_table_fd(p->mod, table);
+	int map = bpfprog_table_fd(p, table);
 
 	if (map < 0) {
 		log_error("no ring buffer table %s in the BPF program", table);
@@ -593,7 +731,7 @@ uint64_t bpfprog_missed(struct bpfprog *p)
 				total += v;
 		fclose(f);
 	}
-	recovered = p && bpf_table_fd(p->mod, "backup_recovered") >= 0 ? bpfprog_table_sum_u64(p, "backup_recovered", 0) : 0;
+	recovered = p && bpfprog_table_fd(p, "backup_recovered") >= 0 ? bpfprog_table_sum_u64(p, "backup_recovered", 0) : 0;
 	return total > recovered ? total - recovered : 0;
 }
 
@@ -689,12 +827,13 @@ void bpfprog_close(struct bpfprog *p)
 		close(p->progs[i].fd);
 		free(p->progs[i].name);
 	}
-	bpf_module_destroy(p->mod);
+	bpfobj_free(&p->obj);
 	free(p);
 }
 
 const struct bpfprog_runtime bpfprog_runtime = {
 	.compile = bpfprog_compile,
+	.compile_many = bpfprog_compile_many,
 	.print_text = bpfprog_print_text,
 	.pollfds = bpfprog_pollfds,
 	.deliver = bpfprog_deliver,

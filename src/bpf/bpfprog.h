@@ -26,6 +26,15 @@ struct bpfprog;
 struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf,
 				const char *kernel_headers);
 void bpfprog_close(struct bpfprog *p);
+/*
+ * bpfprog_compile of n texts (cfs[i] for texts[i]) into out[i] (NULL: that compile
+ * failed, and said why). With several CPUs each compiles in a child process of its
+ * own, as many at once as there are CPUs (at most 4), and sends back its maps and
+ * instructions (bpfobj.h): libbcc cannot compile in two threads of a process at once,
+ * and one compile is mostly LLVM's work on one CPU.
+ */
+void bpfprog_compile_many(const char *const *texts, const struct cflags *const *cfs, int n,
+			  const char *kernel_headers, struct bpfprog **out);
 
 /*
  * What the runner needs of the BPF runtime, as a table a tracker points to
@@ -35,6 +44,8 @@ void bpfprog_close(struct bpfprog *p);
  */
 struct bpfprog_runtime {
 	struct bpfprog *(*compile)(const char *text, const struct cflags *cf, const char *kernel_headers);
+	void (*compile_many)(const char *const *texts, const struct cflags *const *cfs, int n,
+			     const char *kernel_headers, struct bpfprog **out);
 	void (*print_text)(FILE *f, const char *text, const struct cflags *cf);
 	int (*pollfds)(struct bpfprog *p, struct pollfd *fds, int max);
 	int (*deliver)(struct bpfprog *p);

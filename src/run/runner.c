@@ -128,6 +128,32 @@ static void say_started(struct tracker *const *trackers, int n)
 			log_info("%s%s", trackers[i]->banner, i == n - 1 ? " Hit Ctrl-C to end." : "");
 }
 
+/* Each tracker's text into its prog (NULL when its compile failed), the compiles at once. */
+static void compile_all(struct tracker *const *trackers, int n, const char *kernel_headers)
+{
+	const char *texts[MAX_RUN_TRACKERS];
+	const struct cflags *cfs[MAX_RUN_TRACKERS];
+	struct bpfprog *progs[MAX_RUN_TRACKERS];
+	const struct bpfprog_runtime *bpf = NULL;
+	uint64_t t0 = time_mono_ns();
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->text) {
+			bpf = trackers[i]->ops->bpf; /* one runtime for all: the library's */
+			texts[k] = trackers[i]->text;
+			cfs[k++] = &trackers[i]->cflags;
+		}
+	if (!k)
+		return;
+	bpf->compile_many(texts, cfs, k, kernel_headers, progs);
+	k = 0;
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->text)
+			trackers[i]->prog = progs[k++];
+	log_debug("%d BPF programs compiled in %.0f ms", k, (time_mono_ns() - t0) / 1e6);
+}
+
 /*
  * Tracker i could not prepare, compile or start. Strict: the run fails. Lenient
  * (runner_run_each): a warning naming it, it leaves the run (its caller frees it),
@@ -183,14 +209,10 @@ static int run(struct tracker *const *all, int n, struct sink *sink, const struc
 	if (common->print_ebpf)
 		return print_texts(trackers, n);
 
-	for (int i = 0; i < n; i++) {
-		struct tracker *t = trackers[i];
-		uint64_t t0 = time_mono_ns();
-		if (t->text && !(t->prog = t->ops->bpf->compile(t->text, &t->cflags, common->kernel_headers)) &&
-		    !leave(trackers, &n, &i, lenient, "compile its BPF program"))
+	compile_all(trackers, n, common->kernel_headers);
+	for (int i = 0; i < n; i++)
+		if (trackers[i]->text && !trackers[i]->prog && !leave(trackers, &n, &i, lenient, "compile its BPF program"))
 			return EXIT_RUNTIME;
-		log_debug("%s: compiled in %.0f ms", t->ops->name, (time_mono_ns() - t0) / 1e6);
-	}
 	/* signals before attaching: a Ctrl-C during start still ends the run cleanly */
 	lifecycle_install_signals();
 	for (int i = 0; i < n; i++) {
