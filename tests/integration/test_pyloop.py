@@ -110,7 +110,8 @@ SLOW_RE = re.compile(r"^(\d+\.\d+) Executing .* took (\d+\.\d+) seconds$")
 
 def test_every_slow_callback_asyncio_logs_is_one_stall(debug_run):
     """asyncio's debug mode is the oracle: each slow callback it logs inside the window
-    is exactly one stall of the same length (within 5 ms), and there is no other stall."""
+    is exactly one stall of its length (5 ms shorter to 25 ms longer), and there is no
+    other stall."""
     tool, procs, logs = debug_run
     assert tool.returncode == 0, tool.stderr
     failures = []
@@ -136,7 +137,11 @@ def test_every_slow_callback_asyncio_logs_is_one_stall(debug_run):
                 continue
             used.add(near[0])
             got = stalls[near[0]]["duration_ms"]
-            if abs(got - secs * 1000.0) > 5:
+            # the iteration also holds what follows the timed callback before the next
+            # poll: debug mode's own warning about it (a write), the loop's bookkeeping,
+            # and any preemption there (a loaded host: 12.8 ms once); two stalls merged
+            # would add a whole callback (100 ms or more)
+            if not -5 <= got - secs * 1000.0 <= 25:
                 failures.append("%s: asyncio %.3f s, pyloop %.3f ms" % (name, secs, got))
         for i, s in enumerate(stalls):
             t0 = iso_epoch(s["time"])
