@@ -48,7 +48,7 @@ BPF_HASH(py_tstate_cache, u32, u64, 65536);
 /*
  * Entries of 3.11-3.13's _current_tasks dict read (24 bytes each): a dict of 32 slots
  * holds 21, room for the current tasks of a dozen event loop threads; a task not met
- * there is named by userspace, as long as it lives.
+ * there leaves its records unnamed (never named by guess).
  */
 #define PY_DICT_ENTRIES 21
 #define PY_DICT_READ 512

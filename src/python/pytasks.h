@@ -79,9 +79,11 @@ int pytasks_of_frame(struct pyproc *py, uint64_t gen_frame, char *task, size_t t
 		     size_t clen);
 
 /*
- * The poll_ms of trackers whose records name the task of their stack: a record is
- * named when it is read, and only a task still alive then can be (a task that ends
- * within this many ms of the event may be left unnamed, never misnamed).
+ * The poll_ms of trackers whose records name the task of their stack. Most records
+ * are named from what the walk read at the event; those named in user space (before
+ * the walker knows a target's tasks, or a name longer than the walk's bytes) only while
+ * their task lives: a task that ends within this many ms of the event may leave such a
+ * record unnamed, never misnamed.
  */
 #define PYTASKS_POLL_MS 10
 

@@ -504,7 +504,7 @@ static int start(struct tracker *t)
 	if (bpfprog_open_perf_buffer(p, "events", on_event, g, 256, 32) || pyhooks_attach(g->hooks, p))
 		return -1;
 	if (g->stack)
-		t->poll_ms = PYTASKS_POLL_MS; /* the task field: read while the task lives */
+		t->poll_ms = PYTASKS_POLL_MS; /* the task field (pytasks.h) */
 	snprintf(t->banner, sizeof(t->banner), "Tracing CPython GC pauses (%d probes).",
 		 bpfprog_attachments(p));
 	return 0;

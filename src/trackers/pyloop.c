@@ -622,7 +622,7 @@ static int start(struct tracker *t)
 	if (set_running(o, 1))
 		return -1;
 	if (!o->no_stacks)
-		t->poll_ms = PYTASKS_POLL_MS; /* the task field: read while the task lives */
+		t->poll_ms = PYTASKS_POLL_MS; /* the task field (pytasks.h) */
 	return 0;
 }
 

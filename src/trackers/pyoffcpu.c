@@ -622,7 +622,7 @@ static int start(struct tracker *t)
 	    bpfprog_attach_tracepoint(p, "sched", "sched_wakeup_new"))
 		return -1;
 	if (!o->no_py)
-		t->poll_ms = PYTASKS_POLL_MS; /* the task field: read while the task lives */
+		t->poll_ms = PYTASKS_POLL_MS; /* the task field (pytasks.h) */
 	return 0;
 }
 
