@@ -301,18 +301,25 @@ static __always_inline bool hit_was_seen(u32 hook, u64 sk)
 
 /* ---- the events ---- */
 
-#ifdef HAVE_RETRANS_ERR
 /*
  * Since 6.13 the tracepoint fires for every attempt, at the end of
- * __tcp_retransmit_skb (net/ipv4/tcp_output.c). An attempt given up early (err < 0:
- * the previous copy still in the host's queue, no window, no memory, no route) is
- * counted nowhere. Past that point the kernel adds the segments to TcpRetransSegs
- * and to tcp_sock.total_retrans, then transmits; a copy the local stack dropped
- * (err > 0 from the device, or err < 0 from netfilter, a clone failure...) is also
- * added to TCPRetransFail. err alone cannot tell the two kinds of err < 0 apart, but
- * total_retrans grows only on the counted path: each socket's value at its previous
- * attempt tells. tcp_rtx_synack of a fast-open socket and tcp_disconnect also change
- * it, rarely enough to ignore.
+ * __tcp_retransmit_skb (net/ipv4/tcp_output.c); before, only for a copy sent. An
+ * attempt given up early (err < 0: the previous copy still in the host's queue, no
+ * window, no memory, no route) is counted nowhere. Past that point the kernel adds
+ * the segments to TcpRetransSegs and to tcp_sock.total_retrans, then transmits; a
+ * copy the local stack dropped (err > 0 from the device, or err < 0 from netfilter, a
+ * clone failure...) is also added to TCPRetransFail. err alone cannot tell the two
+ * kinds of err < 0 apart, but total_retrans grows exactly where TcpRetransSegs does:
+ * its growth since the socket's previous hit is what the kernel counted.
+ *
+ * That growth is also what an event reports, not the skb's segment count: on 6.18,
+ * in retransmit storms, a socket's total_retrans now and then grows by tens to
+ * hundreds of segments more between two hits than the later skb holds. ftrace sees
+ * more hits of the tracepoint than our programs were run for or skipped at; the
+ * kernel counts no miss for them (tcploss(8), STABILITY, has the measurement).
+ * Counting the growth keeps the events' sum equal to TcpRetransSegs.
+ * tcp_rtx_synack of a fast-open socket adds to both as well; tcp_disconnect zeroes
+ * total_retrans.
  */
 BPF_TABLE("lru_hash", u64, u32, retrans_seen, 65536); /* by sock: total_retrans last seen */
 
@@ -323,18 +330,23 @@ static __always_inline bool early_errno(int err)
 	       err == -12 /* ENOMEM */ || err == -113 /* EHOSTUNREACH */;
 }
 
-/* Whether the kernel counted this attempt in TcpRetransSegs. */
-static __always_inline bool retrans_counted(u64 sk, int err)
+/*
+ * The segments the kernel counted in TcpRetransSegs for sk since its previous hit,
+ * this attempt's included (0: it counted none); skb_segs is this attempt's skb's count,
+ * used at a socket's first hit.
+ */
+static __always_inline u32 retrans_segments(u64 sk, u32 skb_segs, int err)
 {
-	u32 total = read_u32((const void *)sk + OFF_TCP_SOCK_TOTAL_RETRANS), *seen;
-	bool counted;
+	u32 total = read_u32((const void *)sk + OFF_TCP_SOCK_TOTAL_RETRANS), *seen, got;
 
 	seen = retrans_seen.lookup(&sk);
-	counted = seen ? total != *seen : err >= 0 || !early_errno(err);
+	if (!seen)
+		got = err >= 0 || !early_errno(err) ? skb_segs : 0;
+	else
+		got = total >= *seen ? total - *seen : total; /* less: tcp_disconnect zeroed it */
 	retrans_seen.update(&sk, &total);
-	return counted;
+	return got;
 }
-#endif
 
 /* tcp_retransmit_skb(const struct sock *sk, const struct sk_buff *skb, int err) */
 static __always_inline void retransmit_hit(struct bpf_raw_tracepoint_args *ctx)
@@ -352,18 +364,22 @@ static __always_inline void retransmit_hit(struct bpf_raw_tracepoint_args *ctx)
 	bpf_probe_read_kernel(&segs, sizeof(segs), skb + OFF_SK_BUFF_CB + OFF_TCP_SKB_CB_GSO_SEGS);
 #ifdef HAVE_RETRANS_ERR
 	int err = (int)ctx->args[2];
-
-	if (!retrans_counted(sk, err)) {
-		counter_add(TCPLOSS_CNT_RETRANS_FAILED, 1);
-		counter_add(TCPLOSS_CNT_RETRANS_FAILED_SEGS, segs);
+#else
+	int err = 0;
+#endif
+	ev.segments = retrans_segments(sk, segs, err);
+	if (!ev.segments) {
+		/* err >= 0 and nothing counted: a hit the other program of the pair handled */
+		if (err < 0) {
+			counter_add(TCPLOSS_CNT_RETRANS_FAILED, 1);
+			counter_add(TCPLOSS_CNT_RETRANS_FAILED_SEGS, segs);
+		}
 		return;
 	}
-	if (err) {
+	if (err) { /* TCPRetransFail gets this attempt's segments */
 		counter_add(TCPLOSS_CNT_RETRANS_DROPPED, 1);
 		counter_add(TCPLOSS_CNT_RETRANS_DROPPED_SEGS, segs);
 	}
-#endif
-	ev.segments = segs;
 	read_ctx(&ev, sk);
 	conn_count(&ev);
 	emit_event(ctx, &ev, sizeof(ev));
@@ -544,9 +560,7 @@ RAW_TRACEPOINT_PROBE(tcp_destroy_sock)
 	}
 	owners.delete(&sk);
 	ca_states.delete(&sk);
-#ifdef HAVE_RETRANS_ERR
 	retrans_seen.delete(&sk);
-#endif
 	return 0;
 }
 

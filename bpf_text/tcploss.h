@@ -39,7 +39,7 @@ struct tcploss_event {
 	struct task_head task;
 	__u64 duration_ns; /* zero_window_end: how long the window stayed zero */
 	__u32 srtt_us, snd_cwnd, total_retrans, lost_out, snd_wnd, rcv_wnd; /* valid when has_ctx */
-	__u32 segments;    /* retransmit: segments in the skb (tcp_skb_pcount) */
+	__u32 segments;    /* retransmit: segments the kernel counted (tcploss.bpf.c, retrans_segments) */
 	__u32 reason;      /* reset_sent: enum sk_rst_reason; valid when has_reason */
 	__u16 family;      /* AF_INET or AF_INET6 */
 	__u16 sport, dport; /* local and remote port, host order */

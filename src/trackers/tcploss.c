@@ -70,7 +70,7 @@ static const struct field event_fields[] = {
 	{ .name = "rcv_wnd", .type = FIELD_INT, .unit = "bytes", COLUMN(FIELD_WIDE(16), "RCV_WND", 8),
 	  .meaning = "this side's receive window" },
 	{ .name = "segments", .type = FIELD_INT, COLUMN(10, "SEGS", 4),
-	  .meaning = "retransmit: segments in the retransmitted skb" },
+	  .meaning = "retransmit: segments the kernel counted since the socket's previous one" },
 	{ .name = "reason", .type = FIELD_STR, COLUMN_LEFT(18, "REASON", 1),
 	  .meaning = "reset_sent: the kernel's reason (Linux 6.10+)" },
 	{ .name = "duration_ms", .type = FIELD_REAL, .unit = "ms", COLUMN(FIELD_WIDE(17), "DUR_MS", 9),

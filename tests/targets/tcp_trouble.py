@@ -12,12 +12,16 @@ Each mode prints JSON lines about what it did (its own ground truth), flushed:
   linger_server HOST PORT        accept, read one line, close with SO_LINGER {1,0} (RST)
   linger_client HOST PORT        connect, send one line, wait for "go" on stdin, close
                                  with SO_LINGER {1,0} (RST)
+  sinks HOST PORT FLOWS          accept FLOWS connections, read each to EOF, report bytes
+  storm HOST PORT FLOWS SECONDS  FLOWS connections, each sending flat out for SECONDS,
+                                 closed once the sinks have read everything
 """
 import json
 import os
 import socket
 import struct
 import sys
+import threading
 import time
 
 
@@ -134,6 +138,35 @@ def main():
                 say(event="closed")
             except ConnectionResetError:
                 say(event="reset")
+    elif mode == "sinks":
+        srv, flows, got = listener(host, port), int(sys.argv[4]), []
+        conns = [srv.accept()[0] for _ in range(flows)]
+        threads = [threading.Thread(target=lambda c=c: got.append(read_all(c))) for c in conns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        say(event="received", bytes=sum(got), flows=len(got))
+    elif mode == "storm":
+        flows, until = int(sys.argv[4]), time.monotonic() + float(sys.argv[5])
+        socks = [socket.create_connection((host, port)) for _ in range(flows)]
+        say(event="connected", sports=[s.getsockname()[1] for s in socks])
+        sent = [0] * flows
+
+        def pump(i):
+            data = b"x" * 65536
+            while time.monotonic() < until:
+                socks[i].sendall(data)
+                sent[i] += len(data)
+            socks[i].shutdown(socket.SHUT_WR)
+            read_all(socks[i])  # the sink closes after reading everything
+            socks[i].close()
+        threads = [threading.Thread(target=pump, args=(i,)) for i in range(flows)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        say(event="sent", bytes=sum(sent))
     else:
         sys.exit("unknown mode " + mode)
 
