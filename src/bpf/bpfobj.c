@@ -3,6 +3,7 @@
 #include "bpfobj.h"
 
 #include <bcc/bcc_common.h>
+#include <bcc/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -17,6 +18,7 @@ enum {
 	MAX_TABLES = 200,         /* fds in one SCM_RIGHTS message: the kernel takes 253 */
 	MAX_BODY = 64 << 20,      /* a message's body at most (a program is some 100 KiB) */
 	WIRE_MAGIC = 0x6a626f70,  /* "pobj" */
+	IMAGE_MAGIC = 0x676d6970, /* "pimg" */
 };
 
 /* The message: head (with the fds), then each table and each function. */
@@ -25,8 +27,8 @@ struct wire_head {
 	char license[64];
 };
 struct wire_table {
-	int32_t fd, type; /* fd: the sender's number, as the instructions hold it */
-	uint32_t key_size, leaf_size, name_len;
+	int32_t fd, type; /* fd: the sender's number (an image's: the table's), as the instructions hold it */
+	uint32_t key_size, leaf_size, max_entries, flags, name_len;
 };
 struct wire_func {
 	uint32_t name_len, size;
@@ -34,34 +36,46 @@ struct wire_func {
 
 /*
  * The map references of f (BPF_LD_IMM64 whose source is a map fd or a map value)
- * from the fd numbers theirs[i] (the module's, or the sender's) to o's tables' own:
- * 0, or -1 for a number no table had.
+ * from the numbers from[i] (the module's fds, the sender's, an image's table numbers)
+ * to to[i], for the n tables: 0, or -1 for a number no table had.
  */
-static int relocate(struct bpfobj_func *f, const int32_t *theirs, const struct bpfobj *o)
+static int renumber(struct bpfobj_func *f, const int32_t *from, const int32_t *to, int n)
 {
 	struct bpf_insn *insn = f->insns;
-	size_t n = f->size / sizeof(*insn);
+	size_t count = f->size / sizeof(*insn);
 
-	for (size_t k = 0; k + 1 < n; k++) {
+	for (size_t k = 0; k + 1 < count; k++) {
 		int i;
 		if (insn[k].code != (BPF_LD | BPF_DW | BPF_IMM))
 			continue;
 		if (insn[k].src_reg == BPF_PSEUDO_MAP_FD || insn[k].src_reg == BPF_PSEUDO_MAP_VALUE) {
-			for (i = 0; i < o->ntables && theirs[i] != insn[k].imm; i++)
+			for (i = 0; i < n && from[i] != insn[k].imm; i++)
 				;
-			if (i == o->ntables)
+			if (i == n)
 				return -1;
-			insn[k].imm = o->tables[i].fd;
+			insn[k].imm = to[i];
 		}
 		k++; /* the instruction's second half */
 	}
 	return 0;
 }
 
+/* The references of f from the numbers theirs[i] to o's tables' own fds. */
+static int relocate(struct bpfobj_func *f, const int32_t *theirs, const struct bpfobj *o)
+{
+	int32_t ours[MAX_TABLES];
+
+	for (int i = 0; i < o->ntables; i++)
+		ours[i] = o->tables[i].fd;
+	return renumber(f, theirs, ours, o->ntables);
+}
+
 int bpfobj_from_module(void *mod, struct bpfobj *o)
 {
 	size_t nt = bpf_num_tables(mod), nf = bpf_num_functions(mod);
 	int32_t theirs[MAX_TABLES];
+	struct bpf_map_info info;
+	uint32_t info_len;
 
 	memset(o, 0, sizeof(*o));
 	if (nt > MAX_TABLES)
@@ -85,6 +99,13 @@ int bpfobj_from_module(void *mod, struct bpfobj *o)
 		t->type = bpf_table_type_id(mod, i);
 		t->key_size = (uint32_t)bpf_table_key_size_id(mod, i);
 		t->leaf_size = (uint32_t)bpf_table_leaf_size_id(mod, i);
+		/* what a map made again from an image needs besides (the kernel's own word) */
+		memset(&info, 0, sizeof(info));
+		info_len = sizeof(info);
+		if (bpf_obj_get_info(t->fd, &info, &info_len) == 0) {
+			t->max_entries = info.max_entries;
+			t->flags = info.map_flags;
+		}
 		theirs[o->ntables++] = fd;
 	}
 	for (size_t i = 0; i < nf; i++) {
@@ -196,37 +217,158 @@ static int read_all(int fd, char *p, size_t n)
 	return 0;
 }
 
-int bpfobj_send(int sock, const struct bpfobj *o)
+/* The next n bytes of body at *at, or NULL when the body ends before them. */
+static const char *take(const char *body, size_t len, size_t *at, size_t n)
 {
-	struct wire_head h = { .magic = WIRE_MAGIC, .ntables = (uint32_t)o->ntables, .nfuncs = (uint32_t)o->nfuncs,
-			       .kern_version = o->kern_version };
-	char control[CMSG_SPACE(MAX_TABLES * sizeof(int))];
-	struct iovec iov = { &h, sizeof(h) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct buf b = { 0 };
-	int r;
+	const char *p = body + *at;
+
+	if (n > len - *at)
+		return NULL;
+	*at += n;
+	return p;
+}
+
+static char *take_name(const char *body, size_t len, size_t *at, uint32_t n)
+{
+	const char *p = n < 256 ? take(body, len, at, n) : NULL;
+
+	return p ? strndup(p, n) : NULL;
+}
+
+/*
+ * o's head and body: each table is written with the number refs[i] (its fd for a
+ * message, its index for an image), and an image's instructions are changed from
+ * the tables' fds to those numbers. 0, or -1.
+ */
+static int encode(const struct bpfobj *o, const int32_t *refs, uint32_t magic, struct wire_head *h, struct buf *b)
+{
+	int32_t fds[MAX_TABLES];
 
 	if (o->ntables > MAX_TABLES)
 		return -1;
+	*h = (struct wire_head){ .magic = magic, .ntables = (uint32_t)o->ntables, .nfuncs = (uint32_t)o->nfuncs,
+				 .kern_version = o->kern_version };
+	memcpy(h->license, o->license, sizeof(h->license));
 	for (int i = 0; i < o->ntables; i++) {
 		const struct bpfobj_table *t = &o->tables[i];
-		struct wire_table w = { t->fd, t->type, t->key_size, t->leaf_size, (uint32_t)strlen(t->name) };
-		put(&b, &w, sizeof(w));
-		put(&b, t->name, w.name_len);
+		struct wire_table w = { refs[i], t->type, t->key_size, t->leaf_size, t->max_entries, t->flags,
+					(uint32_t)strlen(t->name) };
+		fds[i] = t->fd;
+		put(b, &w, sizeof(w));
+		put(b, t->name, w.name_len);
 	}
 	for (int i = 0; i < o->nfuncs; i++) {
-		const struct bpfobj_func *f = &o->funcs[i];
-		struct wire_func w = { (uint32_t)strlen(f->name), (uint32_t)f->size };
-		put(&b, &w, sizeof(w));
-		put(&b, f->name, w.name_len);
-		put(&b, f->insns, f->size);
+		struct bpfobj_func f = o->funcs[i];
+		struct wire_func w = { (uint32_t)strlen(f.name), (uint32_t)f.size };
+		put(b, &w, sizeof(w));
+		put(b, f.name, w.name_len);
+		if (magic == IMAGE_MAGIC) { /* renumbered in a copy: the body's bytes are not aligned */
+			void *insns = malloc(f.size ? f.size : 1);
+			if (insns) {
+				memcpy(insns, f.insns, f.size);
+				f.insns = insns;
+			}
+			if (!insns || renumber(&f, fds, refs, o->ntables))
+				b->err = 1;
+			put(b, f.insns, f.size);
+			free(insns);
+		} else {
+			put(b, f.insns, f.size);
+		}
 	}
-	if (b.err) {
+	h->body = (uint32_t)b->len;
+	return b->err ? -1 : 0;
+}
+
+/*
+ * o from a head and body that encode made: the tables get the fds fds[i] (taken: set
+ * to -1), or, with fds NULL, new maps made as described. 0, or -1 (o left empty).
+ */
+static int decode(const struct wire_head *h, const char *body, int *fds, struct bpfobj *o)
+{
+	int32_t theirs[MAX_TABLES];
+	size_t at = 0;
+
+	memset(o, 0, sizeof(*o));
+	if (h->ntables > MAX_TABLES || h->body > MAX_BODY || h->nfuncs > 4096)
+		goto fail;
+	o->tables = calloc(h->ntables ? h->ntables : 1, sizeof(*o->tables));
+	o->funcs = calloc(h->nfuncs ? h->nfuncs : 1, sizeof(*o->funcs));
+	if (!o->tables || !o->funcs)
+		goto fail;
+	memcpy(o->license, h->license, sizeof(o->license));
+	o->license[sizeof(o->license) - 1] = 0;
+	o->kern_version = h->kern_version;
+	for (uint32_t i = 0; i < h->ntables; i++) {
+		struct wire_table w;
+		const char *p = take(body, h->body, &at, sizeof(w));
+		struct bpfobj_table *t = &o->tables[i];
+		if (!p)
+			goto fail;
+		memcpy(&w, p, sizeof(w));
+		if (!(t->name = take_name(body, h->body, &at, w.name_len)))
+			goto fail;
+		if (fds) {
+			t->fd = fds[i];
+			fds[i] = -1;
+		} else {
+			t->fd = bcc_create_map((enum bpf_map_type)w.type, t->name, (int)w.key_size, (int)w.leaf_size,
+					       (int)w.max_entries, (int)w.flags);
+			if (t->fd < 0) {
+				free(t->name);
+				goto fail;
+			}
+		}
+		o->ntables++;
+		theirs[i] = w.fd;
+		t->type = w.type;
+		t->key_size = w.key_size;
+		t->leaf_size = w.leaf_size;
+		t->max_entries = w.max_entries;
+		t->flags = w.flags;
+	}
+	for (uint32_t i = 0; i < h->nfuncs; i++) {
+		struct wire_func w;
+		const char *p = take(body, h->body, &at, sizeof(w)), *insns;
+		struct bpfobj_func *f = &o->funcs[i];
+		if (!p)
+			goto fail;
+		memcpy(&w, p, sizeof(w));
+		if (!(f->name = take_name(body, h->body, &at, w.name_len)))
+			goto fail;
+		o->nfuncs++;
+		if (!(insns = take(body, h->body, &at, w.size)) || !(f->insns = malloc(w.size ? w.size : 1)))
+			goto fail;
+		memcpy(f->insns, insns, w.size);
+		f->size = w.size;
+		if (relocate(f, theirs, o))
+			goto fail;
+	}
+	if (at == h->body)
+		return 0;
+fail:
+	bpfobj_free(o);
+	if (!errno)
+		errno = EINVAL;
+	return -1;
+}
+
+int bpfobj_send(int sock, const struct bpfobj *o)
+{
+	char control[CMSG_SPACE(MAX_TABLES * sizeof(int))];
+	struct wire_head h;
+	struct iovec iov = { &h, sizeof(h) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int32_t refs[MAX_TABLES];
+	struct buf b = { 0 };
+	int r;
+
+	for (int i = 0; i < o->ntables && i < MAX_TABLES; i++)
+		refs[i] = o->tables[i].fd;
+	if (encode(o, refs, WIRE_MAGIC, &h, &b)) {
 		free(b.p);
 		return -1;
 	}
-	h.body = (uint32_t)b.len;
-	memcpy(h.license, o->license, sizeof(h.license));
 	if (o->ntables) {
 		struct cmsghdr *c;
 		memset(control, 0, sizeof(control));
@@ -246,24 +388,6 @@ int bpfobj_send(int sock, const struct bpfobj *o)
 	return r;
 }
 
-/* The next n bytes of body at *at, or NULL when the body ends before them. */
-static const char *take(const char *body, size_t len, size_t *at, size_t n)
-{
-	const char *p = body + *at;
-
-	if (n > len - *at)
-		return NULL;
-	*at += n;
-	return p;
-}
-
-static char *take_name(const char *body, size_t len, size_t *at, uint32_t n)
-{
-	const char *p = n < 256 ? take(body, len, at, n) : NULL;
-
-	return p ? strndup(p, n) : NULL;
-}
-
 int bpfobj_recv(int sock, struct bpfobj *o)
 {
 	char control[CMSG_SPACE(MAX_TABLES * sizeof(int))];
@@ -271,72 +395,57 @@ int bpfobj_recv(int sock, struct bpfobj *o)
 	struct iovec iov = { &h, sizeof(h) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
 			    .msg_controllen = sizeof(control) };
-	int fds[MAX_TABLES], nfds = 0;
-	int32_t theirs[MAX_TABLES];
+	int fds[MAX_TABLES], nfds = 0, r = -1;
 	char *body = NULL;
-	size_t at = 0;
-	ssize_t r;
+	ssize_t got;
 
 	memset(o, 0, sizeof(*o));
-	while ((r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL)) < 0 && errno == EINTR)
+	while ((got = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL)) < 0 && errno == EINTR)
 		;
-	for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))
+	for (struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
 			for (size_t i = 0; CMSG_LEN((i + 1) * sizeof(int)) <= c->cmsg_len && nfds < MAX_TABLES; i++)
 				memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-	if (r != (ssize_t)sizeof(h) || (m.msg_flags & MSG_CTRUNC) || h.magic != WIRE_MAGIC ||
-	    h.ntables != (uint32_t)nfds || h.body > MAX_BODY || h.nfuncs > 4096)
-		goto fail;
-	if (!(body = malloc(h.body ? h.body : 1)) || read_all(sock, body, h.body))
-		goto fail;
-	o->tables = calloc(h.ntables ? h.ntables : 1, sizeof(*o->tables));
-	o->funcs = calloc(h.nfuncs ? h.nfuncs : 1, sizeof(*o->funcs));
-	if (!o->tables || !o->funcs)
-		goto fail;
-	memcpy(o->license, h.license, sizeof(o->license));
-	o->license[sizeof(o->license) - 1] = 0;
-	o->kern_version = h.kern_version;
-	for (uint32_t i = 0; i < h.ntables; i++) {
-		struct wire_table w;
-		const char *p = take(body, h.body, &at, sizeof(w));
-		struct bpfobj_table *t = &o->tables[i];
-		if (!p)
-			goto fail;
-		memcpy(&w, p, sizeof(w));
-		if (!(t->name = take_name(body, h.body, &at, w.name_len)))
-			goto fail;
-		t->fd = fds[i];
-		fds[i] = -1;
-		o->ntables++;
-		theirs[i] = w.fd;
-		t->type = w.type;
-		t->key_size = w.key_size;
-		t->leaf_size = w.leaf_size;
-	}
-	for (uint32_t i = 0; i < h.nfuncs; i++) {
-		struct wire_func w;
-		const char *p = take(body, h.body, &at, sizeof(w)), *insns;
-		struct bpfobj_func *f = &o->funcs[i];
-		if (!p)
-			goto fail;
-		memcpy(&w, p, sizeof(w));
-		if (!(f->name = take_name(body, h.body, &at, w.name_len)))
-			goto fail;
-		o->nfuncs++;
-		if (!(insns = take(body, h.body, &at, w.size)) || !(f->insns = malloc(w.size ? w.size : 1)))
-			goto fail;
-		memcpy(f->insns, insns, w.size);
-		f->size = w.size;
-		if (relocate(f, theirs, o))
-			goto fail;
-	}
-	free(body);
-	return at == h.body ? 0 : (bpfobj_free(o), -1);
-fail:
+	if (got == (ssize_t)sizeof(h) && !(m.msg_flags & MSG_CTRUNC) && h.magic == WIRE_MAGIC &&
+	    h.ntables == (uint32_t)nfds && h.body <= MAX_BODY && (body = malloc(h.body ? h.body : 1)) &&
+	    !read_all(sock, body, h.body))
+		r = decode(&h, body, fds, o);
 	for (int i = 0; i < nfds; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	free(body);
-	bpfobj_free(o);
-	return -1;
+	return r;
+}
+
+int bpfobj_save(int fd, const struct bpfobj *o)
+{
+	int32_t refs[MAX_TABLES];
+	struct wire_head h;
+	struct buf b = { 0 };
+	int r;
+
+	for (int i = 0; i < MAX_TABLES; i++)
+		refs[i] = i;
+	r = encode(o, refs, IMAGE_MAGIC, &h, &b) || write_all(fd, (const char *)&h, sizeof(h)) ||
+	    write_all(fd, b.p, b.len) ? -1 : 0;
+	free(b.p);
+	return r;
+}
+
+int bpfobj_from_image(const void *buf, size_t len, struct bpfobj *o)
+{
+	struct wire_head h;
+
+	memset(o, 0, sizeof(*o));
+	if (len < sizeof(h)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic != IMAGE_MAGIC || h.body != len - sizeof(h)) {
+		errno = EINVAL;
+		return -1;
+	}
+	errno = 0;
+	return decode(&h, (const char *)buf + sizeof(h), NULL, o);
 }

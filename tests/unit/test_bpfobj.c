@@ -3,8 +3,11 @@
  * process that are the same open files (ordinary files stand in for maps: SCM_RIGHTS
  * does not care), the instructions' map references are changed to them and nothing
  * else is, and a short, foreign or inconsistent message is refused with no fd left open.
+ * bpfobj_save/bpfobj_from_image with real maps (root): new maps as described, the
+ * references changed to them; a cut, foreign or inconsistent image is refused.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
 #include <setjmp.h>
@@ -18,7 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bcc/libbpf.h>
 #include <cmocka.h>
+#include <stdio.h>
 
 #include "bpfobj.h"
 
@@ -51,8 +56,8 @@ static void make(struct bpfobj *o, struct bpf_insn *insns, size_t *n)
 	static struct bpfobj_func f;
 	static char names[2][16] = { "events", "counts" };
 
-	t[0] = (struct bpfobj_table){ names[0], open("/dev/null", O_RDONLY | O_CLOEXEC), 4, 4, 4 };
-	t[1] = (struct bpfobj_table){ names[1], open("/proc/self/exe", O_RDONLY | O_CLOEXEC), 6, 4, 8 };
+	t[0] = (struct bpfobj_table){ names[0], open("/dev/null", O_RDONLY | O_CLOEXEC), 4, 4, 4, 2, 0 };
+	t[1] = (struct bpfobj_table){ names[1], open("/proc/self/exe", O_RDONLY | O_CLOEXEC), 6, 4, 8, 16, 0 };
 	assert_true(t[0].fd >= 0 && t[1].fd >= 0);
 	*n = 0;
 	insns[(*n)++] = ld_map(t[1].fd, BPF_PSEUDO_MAP_FD);
@@ -183,11 +188,119 @@ static void test_refused(void **state)
 	unmake(&o);
 }
 
+/* make()'s object with real maps in place of the files (BPF_MAP_TYPE_HASH, _ARRAY): false without the privilege. */
+static bool make_maps(struct bpfobj *o, struct bpf_insn *insns, size_t *n)
+{
+	int hash = bcc_create_map(BPF_MAP_TYPE_HASH, "counts", 4, 8, 16, BPF_F_NO_PREALLOC);
+	int array = bcc_create_map(BPF_MAP_TYPE_ARRAY, "events", 4, 4, 2, 0);
+	int old[2];
+
+	if (hash < 0 || array < 0) {
+		if (hash >= 0)
+			close(hash);
+		if (array >= 0)
+			close(array);
+		return false;
+	}
+	make(o, insns, n);
+	old[0] = o->tables[0].fd, old[1] = o->tables[1].fd;
+	for (size_t k = 0; k < *n; k++)
+		if (insns[k].code == (BPF_LD | BPF_DW | BPF_IMM) && insns[k].src_reg)
+			insns[k].imm = insns[k].imm == old[0] ? array : hash;
+	close(old[0]);
+	close(old[1]);
+	o->tables[0] = (struct bpfobj_table){ o->tables[0].name, array, BPF_MAP_TYPE_ARRAY, 4, 4, 2, 0 };
+	o->tables[1] = (struct bpfobj_table){ o->tables[1].name, hash, BPF_MAP_TYPE_HASH, 4, 8, 16, BPF_F_NO_PREALLOC };
+	return true;
+}
+
+/* o's image, in a malloc'd buffer of *len bytes. */
+static char *image_of(const struct bpfobj *o, size_t *len)
+{
+	FILE *f = tmpfile();
+	char *buf;
+
+	assert_non_null(f);
+	assert_int_equal(bpfobj_save(fileno(f), o), 0);
+	*len = (size_t)lseek(fileno(f), 0, SEEK_END);
+	buf = malloc(*len);
+	assert_non_null(buf);
+	assert_int_equal(pread(fileno(f), buf, *len, 0), (ssize_t)*len);
+	fclose(f);
+	return buf;
+}
+
+static void test_image(void **state)
+{
+	struct bpf_insn insns[8];
+	struct bpfobj o, got;
+	size_t n, len;
+	char *img;
+	int before = open_fds();
+	const struct bpf_insn *g;
+
+	(void)state;
+	if (!make_maps(&o, insns, &n)) {
+		print_message("skipped: creating a BPF map failed (%s): not root?\n", strerror(errno));
+		skip();
+	}
+	img = image_of(&o, &len);
+	assert_int_equal(bpfobj_from_image(img, len, &got), 0);
+	assert_int_equal(got.ntables, 2);
+	assert_int_equal(got.nfuncs, 1);
+	assert_string_equal(got.license, "GPL");
+	assert_int_equal(got.kern_version, 7);
+	for (int i = 0; i < 2; i++) {
+		struct bpf_map_info info = { 0 }, old = { 0 };
+		uint32_t info_len = sizeof(info);
+		assert_string_equal(got.tables[i].name, o.tables[i].name);
+		assert_int_equal(bpf_obj_get_info(got.tables[i].fd, &info, &info_len), 0);
+		assert_int_equal(bpf_obj_get_info(o.tables[i].fd, &old, &info_len), 0);
+		assert_int_not_equal(info.id, old.id); /* a new map */
+		assert_int_equal(info.type, o.tables[i].type);
+		assert_int_equal(info.key_size, o.tables[i].key_size);
+		assert_int_equal(info.value_size, o.tables[i].leaf_size);
+		assert_int_equal(info.max_entries, o.tables[i].max_entries);
+		assert_int_equal(info.map_flags, o.tables[i].flags);
+	}
+	g = got.funcs[0].insns;
+	assert_int_equal(got.funcs[0].size, n * sizeof(insns[0]));
+	assert_int_equal(g[0].imm, got.tables[1].fd);  /* map fd: changed */
+	assert_int_equal(g[2].imm, insns[2].imm);      /* not a load: kept */
+	assert_int_equal(g[3].imm, got.tables[0].fd);  /* map value: changed */
+	assert_int_equal(g[4].imm, 16);                /* its offset, kept */
+	assert_int_equal(g[5].imm, insns[5].imm);      /* a constant: kept */
+	assert_int_equal(memcmp(&g[6], &insns[6], sizeof(g[6])), 0);
+	bpfobj_free(&got);
+
+	/* cut anywhere, or another kind of file */
+	for (size_t cut = 1; cut < len; cut += 7) {
+		assert_int_equal(bpfobj_from_image(img, cut, &got), -1);
+		assert_int_equal(got.ntables + got.nfuncs, 0);
+	}
+	assert_int_equal(bpfobj_from_image("GIF89a and some more bytes than a head has....................."
+					   "...............................................................",
+					   128, &got), -1);
+	free(img);
+	/* an instruction naming an fd no table has: refused when saved */
+	insns[0].imm = o.tables[1].fd + 1000;
+	{
+		FILE *f = tmpfile();
+		assert_non_null(f);
+		assert_int_equal(bpfobj_save(fileno(f), &o), -1);
+		fclose(f);
+	}
+	close(o.tables[0].fd);
+	close(o.tables[1].fd);
+	assert_int_equal(open_fds(), before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_image),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
