@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bpfcache.h"
 #include "bpfobj.h"
 #include "caps.h"
 #include "jsonfmt.h"
@@ -176,37 +177,19 @@ static void say_headers(const struct kheaders *kh)
 	said_headers = true;
 }
 
-static void announce_headers(const char *kernel_headers)
+/* Compiles text in this process against kh into o (the libbcc module is gone afterwards): 0, or -1 after saying why. */
+static int compile_here(const char *text, const struct cflags *cf, const struct kheaders *kh, struct bpfobj *o)
 {
-	struct kheaders kh;
-
-	if (!kheaders_find(kernel_headers, &kh)) {
-		say_headers(&kh);
-		kheaders_release(&kh);
-	}
-}
-
-/* Compiles text in this process into o (the libbcc module is gone afterwards): 0, or -1 after saying why. */
-static int compile_here(const char *text, const struct cflags *cf, const char *kernel_headers, struct bpfobj *o)
-{
-	struct kheaders kh;
 	char *users_source;
 	int saved_stdout, r;
 	void *mod;
 	uint64_t t0 = time_mono_ns();
 
 	memset(o, 0, sizeof(*o));
-	if (uses_tracepoints(text, cf) && tracefs_ensure())
-		return -1;
-	if (kheaders_find(kernel_headers, &kh)) {
-		log_error("cannot write built-in kernel headers: %s", strerror(errno));
-		return -1;
-	}
-	say_headers(&kh);
 	/* the user's own value comes back afterwards: the next compile must find it, not our temp dir */
 	users_source = getenv("BCC_KERNEL_SOURCE");
 	users_source = users_source ? strdup(users_source) : NULL;
-	setenv("BCC_KERNEL_SOURCE", kh.dir, 1);
+	setenv("BCC_KERNEL_SOURCE", kh->dir, 1);
 
 	/* libbcc prints some diagnostics on stdout, which carries results only */
 	fflush(stdout);
@@ -226,7 +209,6 @@ static int compile_here(const char *text, const struct cflags *cf, const char *k
 	else
 		unsetenv("BCC_KERNEL_SOURCE");
 	free(users_source);
-	kheaders_release(&kh);
 	if (!mod) {
 		log_error("BPF compile failed (see the messages above; --ebpf prints the text)");
 		return -1;
@@ -242,14 +224,61 @@ static int compile_here(const char *text, const struct cflags *cf, const char *k
 	return r;
 }
 
-struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf, const char *kernel_headers)
+/* The program under key (NULL: none) from the compile cache into o: 0, or -1. */
+static int from_cache(const char *key, size_t len, struct bpfobj *o)
+{
+	uint64_t t0 = time_mono_ns();
+
+	if (!key || bpfcache_get(key, len, o))
+		return -1;
+	log_debug("a BPF program of %d functions and %d maps from the compile cache in %.1f ms", o->nfuncs,
+		  o->ntables, (time_mono_ns() - t0) / 1e6);
+	return 0;
+}
+
+/* What every compile needs first: tracefs (for texts that use tracepoints), and the headers, said once. */
+static int prepare(const char *const *texts, const struct cflags *const *cfs, int n, const char *kernel_headers,
+		   struct kheaders *kh)
+{
+	for (int i = 0; i < n; i++)
+		if (uses_tracepoints(texts[i], cfs[i]) && tracefs_ensure())
+			return -1;
+	if (kheaders_find(kernel_headers, kh)) {
+		log_error("cannot write built-in kernel headers: %s", strerror(errno));
+		return -1;
+	}
+	say_headers(kh);
+	return 0;
+}
+
+/* text's program from the compile cache, else compiled here and stored there: NULL after saying why. */
+static struct bpfprog *compile_one(const char *text, const struct cflags *cf, const struct kheaders *kh)
 {
 	struct bpfprog *p = calloc(1, sizeof(*p));
+	size_t len = 0;
+	char *key = bpfcache_key(text, cf, kh, &len);
 
-	if (!p || compile_here(text, cf, kernel_headers, &p->obj)) {
-		free(p);
-		return NULL;
+	if (p && from_cache(key, len, &p->obj)) {
+		if (compile_here(text, cf, kh, &p->obj)) {
+			free(p);
+			p = NULL;
+		} else if (key) {
+			bpfcache_put(key, len, &p->obj);
+		}
 	}
+	free(key);
+	return p;
+}
+
+struct bpfprog *bpfprog_compile(const char *text, const struct cflags *cf, const char *kernel_headers)
+{
+	struct kheaders kh;
+	struct bpfprog *p;
+
+	if (prepare(&text, &cf, 1, kernel_headers, &kh))
+		return NULL;
+	p = compile_one(text, cf, &kh);
+	kheaders_release(&kh);
 	return p;
 }
 
@@ -259,7 +288,7 @@ struct compiler {
 	int sock;
 };
 
-static void start_compiler(struct compiler *c, const char *text, const struct cflags *cf, const char *kernel_headers)
+static void start_compiler(struct compiler *c, const char *text, const struct cflags *cf, const struct kheaders *kh)
 {
 	int sv[2];
 
@@ -272,7 +301,7 @@ static void start_compiler(struct compiler *c, const char *text, const struct cf
 	if (c->pid == 0) {
 		struct bpfobj o;
 		close(sv[0]);
-		_exit(compile_here(text, cf, kernel_headers, &o) || bpfobj_send(sv[1], &o) ? 1 : 0);
+		_exit(compile_here(text, cf, kh, &o) || bpfobj_send(sv[1], &o) ? 1 : 0);
 	}
 	close(sv[1]);
 	if (c->pid < 0) {
@@ -304,32 +333,42 @@ void bpfprog_compile_many(const char *const *texts, const struct cflags *const *
 			  const char *kernel_headers, struct bpfprog **out)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int width = cpus > 1 ? (int)(cpus < MAX_COMPILERS ? cpus : MAX_COMPILERS) : 1;
+	int width = cpus > 1 && n > 1 ? (int)(cpus < MAX_COMPILERS ? cpus : MAX_COMPILERS) : 1;
 	struct compiler c[MAX_COMPILERS];
 	int of[MAX_COMPILERS]; /* the text child k compiles, -1: none */
 	int next = 0, running = 0;
+	struct kheaders kh;
+	char **keys = calloc((size_t)(n > 0 ? n : 1), sizeof(*keys));
+	size_t *lens = calloc((size_t)(n > 0 ? n : 1), sizeof(*lens));
 
-	if (n < 2 || width < 2) {
-		for (int i = 0; i < n; i++)
-			out[i] = bpfprog_compile(texts[i], cfs[i], kernel_headers);
+	for (int i = 0; i < n; i++)
+		out[i] = NULL;
+	if (!keys || !lens || prepare(texts, cfs, n, kernel_headers, &kh)) {
+		free(keys);
+		free(lens);
 		return;
 	}
-	/* tracefs mounted (when missing) and the headers said once, here, not by each child */
-	for (int i = 0; i < n; i++)
-		if (uses_tracepoints(texts[i], cfs[i]) && tracefs_ensure())
-			break;
-	announce_headers(kernel_headers);
-	/* width children at a time; whichever answers first makes room for the next text */
+	/* what the cache has is not compiled again */
+	for (int i = 0; i < n; i++) {
+		keys[i] = bpfcache_key(texts[i], cfs[i], &kh, &lens[i]);
+		if (!(out[i] = calloc(1, sizeof(*out[i]))) || from_cache(keys[i], lens[i], &out[i]->obj)) {
+			free(out[i]);
+			out[i] = NULL;
+		}
+	}
+	/* the rest in width children at a time; whichever answers first makes room for the next text */
 	for (int k = 0; k < width; k++)
 		of[k] = -1;
-	while (next < n || running) {
+	while (width > 1) {
 		struct pollfd fds[MAX_COMPILERS];
-		for (int k = 0; k < width && next < n; k++) {
-			if (of[k] >= 0)
+		for (int k = 0; k < width; k++) {
+			while (next < n && out[next])
+				next++;
+			if (of[k] >= 0 || next == n)
 				continue;
-			start_compiler(&c[k], texts[next], cfs[next], kernel_headers);
+			start_compiler(&c[k], texts[next], cfs[next], &kh);
 			if (c[k].pid < 0) { /* no child: here */
-				out[next] = bpfprog_compile(texts[next], cfs[next], kernel_headers);
+				out[next] = compile_one(texts[next], cfs[next], &kh);
 				next++;
 				k--;
 				continue;
@@ -337,13 +376,17 @@ void bpfprog_compile_many(const char *const *texts, const struct cflags *const *
 			of[k] = next++;
 			running++;
 		}
+		if (!running)
+			break;
 		for (int k = 0; k < width; k++)
 			fds[k] = (struct pollfd){ .fd = of[k] >= 0 ? c[k].sock : -1, .events = POLLIN };
 		if (poll(fds, (nfds_t)width, -1) < 0 && errno != EINTR)
 			break; /* cannot happen with valid fds; the children are collected below */
 		for (int k = 0; k < width; k++)
 			if (of[k] >= 0 && fds[k].revents) {
-				out[of[k]] = finish_compiler(&c[k]);
+				int i = of[k];
+				if ((out[i] = finish_compiler(&c[k])) && keys[i])
+					bpfcache_put(keys[i], lens[i], &out[i]->obj);
 				of[k] = -1;
 				running--;
 			}
@@ -351,6 +394,15 @@ void bpfprog_compile_many(const char *const *texts, const struct cflags *const *
 	for (int k = 0; k < width; k++)
 		if (of[k] >= 0)
 			out[of[k]] = finish_compiler(&c[k]);
+	/* one CPU: here, one after another */
+	for (int i = 0; i < n; i++)
+		if (!out[i] && i >= next)
+			out[i] = compile_one(texts[i], cfs[i], &kh);
+	kheaders_release(&kh);
+	for (int i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+	free(lens);
 }
 
 int bpfprog_prog_fd(struct bpfprog *p, const char *fn, int prog_type)
