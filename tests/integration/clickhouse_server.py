@@ -49,9 +49,22 @@ USERS = """<?xml version="1.0"?>
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and below the ephemeral range: a server killed for a while (the
+    outage tests) gets it back, while a port the kernel hands out as a connection's
+    source port (2026-12-07: "Address already in use" at the restart) may be taken
+    meanwhile, even by a client of this very server connecting to itself."""
+    import random
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    for _ in range(1000):
+        port = random.randrange(10000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port between 10000 and %d" % low)
 
 
 def cluster_config(name, nodes):

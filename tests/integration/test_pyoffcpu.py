@@ -285,7 +285,8 @@ def test_state_no_py_and_py_min_ms(run_tool, targets):
     assert t.returncode == 0, t.stderr
     assert not [e for e in t.events("off_cpu") if e["thread_name"] == "sleeper"]
     [row] = [r for r in t.events("off_cpu_thread") if r["thread_name"] == "sleeper"]
-    assert row["periods"] >= 2 and row["count"] == 0, row
+    # (one full run, 2026-12-07, beside other work: periods 1, cause unknown; passed 3 of 3 alone)
+    assert row["periods"] >= 2 and row["count"] == 0, (row, t.summary(), t.stderr[-2000:])
     for extra, status in ((["--no-py"], "off"), (["--py-min-ms", "1500"], "short")):
         t = trace(run_tool, [p], 3.5, *extra)
         got = [e for e in t.events("off_cpu") if e["thread_name"] == "sleeper"]
