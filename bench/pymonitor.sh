@@ -39,3 +39,5 @@ echo "   -- pymonitor compiling, and with its programs in a warm compile cache"
 PYEBPF_CACHE_DIR=$cache timeout 60 "$build/pymonitor" -p $spinner -d 0.1 >/dev/null 2>&1 || true
 /usr/bin/python3 "$here/ready.py" "$rounds" compiling "$build/pymonitor -p $spinner" \
 	cached "env PYEBPF_CACHE_DIR=$cache $build/pymonitor -p $spinner"
+echo "   -- first event of each tracker, programs from the compile cache (the tools' first round fills it)"
+PYEBPF_CACHE_DIR=$cache /usr/bin/python3 "$here/first_events.py" "$rounds" "$build"
