@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fnv.h"
+
 void stackagg_init(struct stackagg *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -28,16 +30,6 @@ void stackagg_free(struct stackagg *a)
 	free(a->v);
 	free(a->slots);
 	memset(a, 0, sizeof(*a));
-}
-
-/* FNV-1a, 64 bits. */
-static uint64_t hash_of(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	return h;
 }
 
 static void place(uint32_t *slots, size_t nslots, uint64_t hash, uint32_t value)
@@ -81,7 +73,7 @@ static struct stackagg_entry *find(const struct stackagg *a, const char *key, si
 
 struct stackagg_entry *stackagg_get(struct stackagg *a, const char *key, size_t len)
 {
-	uint64_t h = hash_of(key, len);
+	uint64_t h = fnv1a64(key, len);
 	struct stackagg_entry *e = find(a, key, len, h);
 
 	if (e)
@@ -91,7 +83,7 @@ struct stackagg_entry *stackagg_get(struct stackagg *a, const char *key, size_t 
 		a->other++;
 		key = STACKAGG_OTHER;
 		len = strlen(key);
-		h = hash_of(key, len);
+		h = fnv1a64(key, len);
 		if ((e = find(a, key, len, h)))
 			return e;
 	}

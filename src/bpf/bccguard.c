@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fnv.h"
+
 /* files whose facts are kept */
 #define CACHE_MAX 256
 /* build-id bytes whose hex and NUL fit libbcc's 128-byte buffer */
@@ -316,10 +318,7 @@ static void finding(struct bccguard_finding *out, enum bccguard_verdict v, const
 	va_end(ap);
 	if (!dev && !ino) {
 		/* FNV-1a of the path: an identity for warning once */
-		uint64_t h = 1469598103934665603ULL;
-		for (const char *c = path; *c; c++)
-			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-		ino = (ino_t)h;
+		ino = (ino_t)fnv1a64(path, strlen(path));
 	}
 	out->dev = dev;
 	out->ino = ino;

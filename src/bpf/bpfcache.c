@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fnv.h"
 #include "log.h"
 
 enum {
@@ -31,15 +32,6 @@ struct file_head {
 	uint32_t magic, zero;
 	uint64_t key_len;
 };
-
-static uint64_t fnv1a64(const char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (n--)
-		h = (h ^ (unsigned char)*p++) * 0x100000001b3ull;
-	return h;
-}
 
 /* The identity of a file's present content, as stat tells it: false when it has none. */
 static bool put_file_id(FILE *f, const char *what, const char *path)

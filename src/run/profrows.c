@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dbtable.h"
+#include "fnv.h"
 #include "jsonfmt.h"
 #include "record.h"
 
@@ -142,13 +143,7 @@ bool profrows_is_profile(const struct schema *sc)
 
 int64_t profrows_stack_id(const char *stack)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (const unsigned char *p = (const unsigned char *)stack; *p; p++) {
-		h ^= *p;
-		h *= 0x100000001b3ULL;
-	}
-	return (int64_t)(h & INT64_MAX);
+	return (int64_t)(fnv1a64(stack, strlen(stack)) & INT64_MAX);
 }
 
 struct profrows {
