@@ -16,6 +16,7 @@
 #include "bccguard.h"
 #include "caps.h"
 #include "jsonfmt.h"
+#include "kallsyms.h"
 #include "log.h"
 
 /* the least time between two refreshes of one process's symcache */
@@ -41,8 +42,8 @@ struct proc_syms {
 struct symbols {
 	struct bcc_symbol_option opt, opt_no_debug;
 	struct bccguard *guard; /* what libbcc may read, and the files it has seen */
-	void *kernel;      /* libbcc's kernel symcache, made at the first kernel address */
-	bool kernel_empty; /* kallsyms gave no symbol: not root, or addresses hidden */
+	struct kallsyms *kernel; /* read at symbols_load_kernel or the first kernel address */
+	bool kernel_read;        /* ... once: NULL or empty after it, kernel frames stay addresses */
 	uint64_t clock;    /* one tick per resolve, for the LRU order */
 	unsigned n, max;   /* slots in use, slots */
 	unsigned nwarned;
@@ -97,8 +98,7 @@ void symbols_close(struct symbols *s)
 	for (unsigned i = 0; i < s->max; i++)
 		if (s->procs[i].pid)
 			proc_free(s, &s->procs[i]);
-	if (s->kernel)
-		bcc_free_symcache(s->kernel, SYMBOLS_KERNEL_PID);
+	kallsyms_free(s->kernel);
 	bccguard_free(s->guard);
 	free(s);
 }
@@ -292,33 +292,28 @@ raw:
 	return 0;
 }
 
+void symbols_load_kernel(struct symbols *s)
+{
+	if (s->kernel_read)
+		return;
+	s->kernel_read = true;
+	if (!(s->kernel = kallsyms_load(NULL)))
+		log_warn("kernel stacks stay addresses: cannot read /proc/kallsyms: %s", strerror(errno));
+	else if (!kallsyms_count(s->kernel) && !caps_have(CAP_SYSLOG))
+		/* kptr_restrict 1, or 0 with perf_event_paranoid above 1 */
+		log_warn("kernel stacks stay addresses: their names (/proc/kallsyms) need CAP_SYSLOG");
+	else if (!kallsyms_count(s->kernel))
+		log_warn("kernel stacks stay addresses: /proc/kallsyms hides them (kernel.kptr_restrict 2)");
+}
+
 static int resolve_kernel(struct symbols *s, uint64_t addr, char *buf, size_t len)
 {
-	struct bcc_symbol sym;
+	const char *name;
 
-	if (!s->kernel && !s->kernel_empty) {
-		s->kernel = bcc_symcache_new(SYMBOLS_KERNEL_PID, NULL);
-		s->kernel_empty = !s->kernel;
-	}
-	if (!s->kernel_empty && !bcc_symcache_resolve_no_demangle(s->kernel, addr, &sym)) {
-		snprintf(buf, len, "%s", sym.name);
+	symbols_load_kernel(s);
+	if (s->kernel && (name = kallsyms_name(s->kernel, addr, NULL))) {
+		snprintf(buf, len, "%s", name);
 		return 1;
-	}
-	/*
-	 * libbcc reads kallsyms again at every address while it has no symbol; the top
-	 * address is above every symbol, so a miss there means it has none.
-	 */
-	if (!s->kernel_empty && bcc_symcache_resolve_no_demangle(s->kernel, UINT64_MAX, &sym)) {
-		s->kernel_empty = true;
-		/*
-		 * libbcc reads kallsyms for euid 0 only (bcc_procutils_each_ksym), and the kernel
-		 * shows its addresses to CAP_SYSLOG only (kptr_restrict 1, or 0 with
-		 * perf_event_paranoid above 1)
-		 */
-		if (geteuid() != 0)
-			log_warn("kernel stacks stay addresses: libbcc reads kernel symbols as root (euid 0) only");
-		else if (!caps_have(CAP_SYSLOG))
-			log_warn("kernel stacks stay addresses: their names (/proc/kallsyms) need CAP_SYSLOG");
 	}
 	snprintf(buf, len, "0x%" PRIx64, addr);
 	return 0;

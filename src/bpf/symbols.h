@@ -6,12 +6,13 @@
  * keeps it open (its symbols stay readable after the process exited), turns
  * addresses into ELF virtual addresses (PIE, shared objects, the vDSO), prefers the
  * separate debug file (.gnu_debuglink, build-id under /usr/lib/debug) when the
- * binary is stripped, falls back to /tmp/perf-PID.map for JIT code, demangles C++,
- * and reads /proc/kallsyms for the kernel.
+ * binary is stripped, falls back to /tmp/perf-PID.map for JIT code and demangles C++.
+ * Kernel addresses are named from a table of our own (kallsyms.h: a third of the
+ * memory of libbcc's, and readable without euid 0).
  *
  * What this module adds: one symcache per process, a bounded number of them (the
  * least recently used first out, freed too by symbols_forget() when a process
- * exits), one for the kernel, and a refresh when a process changed under its
+ * exits), the kernel's table, and a refresh when a process changed under its
  * symcache. libbcc reads the maps once; so a miss in no module (a dlopen since, or a
  * JIT entry newer than the perf map) refreshes it, and so does another executable
  * behind /proc/PID/exe (an exec, or the pid reused: libbcc's own look at
@@ -78,6 +79,13 @@ int symbols_resolve(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size
  * as "func [kernel]", anything else as symbols_resolve() wrote it ("0xADDR").
  */
 void symbols_frame_name(struct symbols *s, pid_t pid, uint64_t addr, char *buf, size_t len);
+
+/*
+ * Reads the kernel's symbols now rather than at the first kernel address (about 5 MB
+ * and 80 ms here), so that a long run's memory does not step up later; says once on
+ * stderr when kernel frames will stay addresses. Once per s; later calls do nothing.
+ */
+void symbols_load_kernel(struct symbols *s);
 
 /* Frees pid's symcache (its process exited); the next resolve makes a new one. */
 void symbols_forget(struct symbols *s, pid_t pid);

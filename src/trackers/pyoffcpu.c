@@ -610,6 +610,7 @@ static int start(struct tracker *t)
 	o->syms = symbols_open(0);
 	if (!o->syms || pytargets_start(&o->targets, o->no_py ? NULL : p))
 		return -1;
+	symbols_load_kernel(o->syms); /* every period has a kernel stack: its names now */
 	if (pytargets_set_pid_map(&o->targets, p, "target_pids"))
 		return -1;
 	snprintf(t->banner, sizeof(t->banner), "Tracing off-CPU periods of %d process%s%s.",

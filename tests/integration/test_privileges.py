@@ -11,6 +11,7 @@ can read; the target runs as uid TARGET_UID, which is neither root nor nobody.
 import collections
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -259,3 +260,28 @@ def test_perf_buffers_beyond_the_memlock_limit_need_cap_ipc_lock(place, target):
                        timeout=300)
     assert r.returncode == 0, r.stderr
     assert by_metric(records(r.stdout))["tcp_loss"] >= 5, r.stdout
+
+
+def test_pyoffcpu_names_kernel_frames_with_cap_syslog_only(place, target):
+    """Kernel frames as root's names with the optional CAP_SYSLOG; addresses without it,
+    said once at the start (kernel.perf_event_paranoid > 1 or kptr_restrict 1 here)."""
+    caps, conditional = man_capabilities("pyoffcpu")
+    assert "CAP_SYSLOG" in conditional and "CAP_SYSLOG" not in caps
+
+    def kernel_frames(r):
+        assert r.returncode == 0, r.stderr[-2000:]
+        frames = [f for e in records(r.stdout) if e["metric"] == "off_cpu" for f in e["kernel_stack"]]
+        assert frames, r.stdout[-2000:]
+        return frames
+
+    root = kernel_frames(run_tool(place, "pyoffcpu", args_of("pyoffcpu", target)))
+    named = run_tool(place, "pyoffcpu", args_of("pyoffcpu", target), caps + ["CAP_SYSLOG"])
+    bare = run_tool(place, "pyoffcpu", args_of("pyoffcpu", target), caps)
+    assert "__schedule [kernel]" in root and not any(f.startswith("0x") for f in root), root[:20]
+    assert set(kernel_frames(named)) & set(root) and not any(f.startswith("0x") for f in kernel_frames(named))
+    assert "CAP_SYSLOG" not in named.stderr, named.stderr
+    assert all(re.match(r"0x[0-9a-f]+ \[kernel\]$", f) for f in kernel_frames(bare)), kernel_frames(bare)[:20]
+    said = [l for l in bare.stderr.splitlines() if "CAP_SYSLOG" in l]
+    assert said == ["pyoffcpu: warning: kernel stacks stay addresses: their names (/proc/kallsyms) "
+                    "need CAP_SYSLOG"], bare.stderr
+    assert bare.stderr.index("CAP_SYSLOG") < bare.stderr.index("Hit Ctrl-C"), bare.stderr
