@@ -154,7 +154,7 @@ unit: $(UNIT_TESTS:%=$(BUILD)/unit/%)
 	$(Q)set -e; for t in $^; do echo "== $$t"; $$t; done
 
 integration: all $(TEST_PROGS:%=$(BUILD)/tests/%)
-	$(Q)PYEBPF_BUILD=$(abspath $(BUILD)) $(PYTEST) -ra tests/integration
+	$(Q)PYEBPF_BUILD=$(abspath $(BUILD)) $(PYTEST) -ra --durations=25 tests/integration
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
