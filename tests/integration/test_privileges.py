@@ -30,6 +30,8 @@ BPF_TOOLS = ["pystack", "pygc", "pygil", "pyoffcpu", "pyloop", "pyhandoff", "tcp
 # CAP_SYS_PTRACE their rows carry the comm, and one warning names the capability
 NAMES_ONLY = {"pyhandoff", "tcphandshake", "tcploss"}
 DURATION = 4
+# what offcpu says once without the optional CAP_SYSLOG (pyoffcpu(8), REQUIREMENTS)
+NO_CAP_SYSLOG = "%s: warning: kernel stacks stay addresses: their names (/proc/kallsyms) need CAP_SYSLOG"
 
 
 def setpriv(caps):
@@ -217,7 +219,11 @@ def test_pymonitor_documented_capabilities_fill_the_same_tables(place, target):
         db = os.path.join(place, "out", who + ".db")
         r = run_tool(place, "pymonitor", ["-p", str(target), "-e", "t", "-d", str(DURATION), "--sqlite", db, "--raw-samples"], use)
         assert r.returncode == 0, (who, r.stderr[-3000:])
-        assert "could not" not in r.stderr and "CAP_" not in r.stderr, (who, r.stderr[-3000:])
+        # nothing missing, but the optional CAP_SYSLOG (pymonitor(8), REQUIREMENTS), said once
+        lines = r.stderr.splitlines()
+        assert lines.count(NO_CAP_SYSLOG % "pymonitor") == (who == "user"), (who, r.stderr[-3000:])
+        said = [l for l in lines if l != NO_CAP_SYSLOG % "pymonitor" and ("could not" in l or "CAP_" in l)]
+        assert not said, (who, r.stderr[-3000:])
         with sqlite3.connect(db) as c:
             tables = [t for (t,) in c.execute("SELECT name FROM sqlite_master WHERE type='table'")]
             counts[who] = {t: c.execute("SELECT count(*) FROM %s" % t).fetchone()[0] for t in tables}
@@ -282,6 +288,5 @@ def test_pyoffcpu_names_kernel_frames_with_cap_syslog_only(place, target):
     assert "CAP_SYSLOG" not in named.stderr, named.stderr
     assert all(re.match(r"0x[0-9a-f]+ \[kernel\]$", f) for f in kernel_frames(bare)), kernel_frames(bare)[:20]
     said = [l for l in bare.stderr.splitlines() if "CAP_SYSLOG" in l]
-    assert said == ["pyoffcpu: warning: kernel stacks stay addresses: their names (/proc/kallsyms) "
-                    "need CAP_SYSLOG"], bare.stderr
+    assert said == [NO_CAP_SYSLOG % "pyoffcpu"], bare.stderr
     assert bare.stderr.index("CAP_SYSLOG") < bare.stderr.index("Hit Ctrl-C"), bare.stderr
