@@ -60,8 +60,11 @@ BPF_ARRAY(zero_windows_open, u64, 1); /* how many: lets tcp_probe skip the looku
 BPF_HASH(conn_counts, struct tcploss_conn_key, struct tcploss_conn_counts, 16384);
 BPF_PERCPU_ARRAY(conn_zero, struct tcploss_conn_counts, 1); /* never written: off the 512-byte stack */
 
-/* -c: counted here, before the perf buffer, so the table is exact under any load. */
-static __always_inline void conn_count(const struct tcploss_event *ev)
+/*
+ * -c: counted here, before the perf buffer, so the table is exact under any load;
+ * events 0 adds only ev's segments (retrans_settle).
+ */
+static __always_inline void conn_add(const struct tcploss_event *ev, u32 events)
 {
 	struct tcploss_conn_key k = {};
 	struct tcploss_conn_counts *zero, *c;
@@ -80,7 +83,8 @@ static __always_inline void conn_count(const struct tcploss_event *ev)
 		counter_add(TCPLOSS_CNT_MAP_FULL, 1);
 		return;
 	}
-	__sync_fetch_and_add(&c->n[kind], 1);
+	if (events)
+		__sync_fetch_and_add(&c->n[kind], events);
 	if (kind == TCPLOSS_RETRANSMIT)
 		__sync_fetch_and_add(&c->segments, ev->segments);
 	if (ev->task.pid) {
@@ -89,8 +93,13 @@ static __always_inline void conn_count(const struct tcploss_event *ev)
 	}
 }
 #else
-static __always_inline void conn_count(const struct tcploss_event *ev) {}
+static __always_inline void conn_add(const struct tcploss_event *ev, u32 events) {}
 #endif
+
+static __always_inline void conn_count(const struct tcploss_event *ev)
+{
+	conn_add(ev, 1);
+}
 
 /* Addresses and ports as the tracepoint gave them (BCC's args exist only inside a probe). */
 struct sock_addrs {
@@ -547,6 +556,29 @@ int raw_tracepoint__tcp_probe__backup(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/*
+ * A socket's segments counted after its last hit that a program saw (its last hits
+ * the kernel ran no program for): into the table, not as an event, at its end.
+ */
+static __always_inline void retrans_settle(u64 sk)
+{
+	u32 *seen = retrans_seen.lookup(&sk), total;
+	struct tcploss_event ev = {};
+	struct sock_addrs a = {};
+
+	if (!seen)
+		return;
+	total = read_u32((const void *)sk + OFF_TCP_SOCK_TOTAL_RETRANS);
+	if (total <= *seen)
+		return;
+	addrs_from_sock(&a, sk);
+	if (!event_init(&ev, TCPLOSS_RETRANSMIT, sk, &a))
+		return;
+	ev.segments = total - *seen;
+	counter_add(TCPLOSS_CNT_RETRANS_UNSEEN_SEGS, ev.segments);
+	conn_add(&ev, 0);
+}
+
 /* tcp_destroy_sock(struct sock *sk), its last moment: close an open zero-window episode, forget it. */
 RAW_TRACEPOINT_PROBE(tcp_destroy_sock)
 {
@@ -558,6 +590,7 @@ RAW_TRACEPOINT_PROBE(tcp_destroy_sock)
 		addrs_from_sock(&a, sk);
 		zero_window_ended(ctx, sk, &a, &ev);
 	}
+	retrans_settle(sk);
 	owners.delete(&sk);
 	ca_states.delete(&sk);
 	retrans_seen.delete(&sk);
@@ -566,12 +599,22 @@ RAW_TRACEPOINT_PROBE(tcp_destroy_sock)
 
 /* ---- learning who owns a socket, in process context ---- */
 
-/* connect(): CLOSE -> SYN_SENT runs in the connecting thread. */
+/*
+ * connect(): CLOSE -> SYN_SENT runs in the connecting thread. The socket has
+ * retransmitted nothing yet: its count starts at 0 (retrans_segments), so that a first
+ * hit the kernel ran no program for is still counted at the next.
+ */
 TRACEPOINT_PROBE(sock, inet_sock_set_state)
 {
+	u64 sk = (u64)args->skaddr;
+	u32 none = 0;
+
 	if (args->protocol == IPPROTO_TCP && args->oldstate == TCP_CLOSE &&
-	    args->newstate == TCP_SYN_SENT)
-		owner_learn((u64)args->skaddr, false);
+	    args->newstate == TCP_SYN_SENT) {
+		owner_learn(sk, false);
+		if (pid_wanted(bpf_get_current_pid_tgid() >> 32))
+			retrans_seen.update(&sk, &none);
+	}
 	return 0;
 }
 
