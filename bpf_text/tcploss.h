@@ -27,7 +27,7 @@ enum tcploss_kind {
 	  "retransmit attempts given up before sending: no event, in no kernel counter")          \
 	X(TCPLOSS_CNT_RETRANS_FAILED_SEGS, "retransmit_failed_segments", "their segments")       \
 	X(TCPLOSS_CNT_RETRANS_UNSEEN_SEGS, "retransmit_unseen_segments",                          \
-	  "segments a socket retransmitted after its last event (hits no program ran for), added to -c at its close") 
+	  "segments retransmitted after a socket's last hit seen, added to -c at its close")
 #define TCPLOSS_MAP_COUNTERS(X) \
 	X(TCPLOSS_CNT_MAP_FULL, "map_full", "a tracking map was full: an episode or a connection was not followed") \
 	X(TCPLOSS_CNT_CHILDREN_FULL, "children_not_followed",                                    \

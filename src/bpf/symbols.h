@@ -82,7 +82,7 @@ void symbols_frame_name(struct symbols *s, pid_t pid, uint64_t addr, char *buf, 
 
 /*
  * Reads the kernel's symbols now rather than at the first kernel address (about 5 MB
- * and 80 ms here), so that a long run's memory does not step up later; says once on
+ * and 55 to 70 ms here), so that a long run's memory does not step up later; says once on
  * stderr when kernel frames will stay addresses. Once per s; later calls do nothing.
  */
 void symbols_load_kernel(struct symbols *s);
