@@ -236,17 +236,21 @@ static __always_inline bool event_init(struct tcploss_event *ev, u8 kind, u64 sk
 	return true;
 }
 
-/* The current task owns sk from now on (connect, accept); only_if_new: a send. */
-static __always_inline void owner_learn(u64 sk, bool only_if_new)
+/*
+ * The current task owns sk from now on (connect, accept); only_if_new: a send. False
+ * when the task is not traced.
+ */
+static __always_inline bool owner_learn(u64 sk, bool only_if_new)
 {
 	struct task_head o;
 
 	if (!sk || !pid_wanted(bpf_get_current_pid_tgid() >> 32))
-		return;
+		return false;
 	if (only_if_new && owners.lookup(&sk))
-		return;
+		return true;
 	task_head_fill(&o);
 	owners.update(&sk, &o);
+	return true;
 }
 
 /*
@@ -610,11 +614,8 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
 	u32 none = 0;
 
 	if (args->protocol == IPPROTO_TCP && args->oldstate == TCP_CLOSE &&
-	    args->newstate == TCP_SYN_SENT) {
-		owner_learn(sk, false);
-		if (pid_wanted(bpf_get_current_pid_tgid() >> 32))
-			retrans_seen.update(&sk, &none);
-	}
+	    args->newstate == TCP_SYN_SENT && owner_learn(sk, false))
+		retrans_seen.update(&sk, &none);
 	return 0;
 }
 
