@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bccguard.h"
+#include "bccmodules.h"
 #include "caps.h"
 #include "jsonfmt.h"
 #include "kallsyms.h"
@@ -162,7 +163,7 @@ static void proc_load(struct symbols *s, struct proc_syms *p, uint64_t now)
 	v = bccguard_process(s->guard, p->pid, &f);
 	warn_once(s, p->pid, &f);
 	if (v != BCCGUARD_UNSAFE)
-		p->cache = bcc_symcache_new(p->pid, v == BCCGUARD_SAFE ? &s->opt : &s->opt_no_debug);
+		p->cache = bccmodules_symcache_new(p->pid, v == BCCGUARD_SAFE ? &s->opt : &s->opt_no_debug);
 	p->loaded_ns = p->checked_ns = now;
 	exe_identity(p->pid, &p->exe_dev, &p->exe_ino);
 }
