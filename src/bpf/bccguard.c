@@ -1,6 +1,7 @@
 /* What libbcc 0.26 may read of a target's files; see bccguard.h for why. */
 #define _GNU_SOURCE
 #include "bccguard.h"
+#include "bccmodules.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -481,9 +482,11 @@ static bool memfd_path(pid_t pid, unsigned long inode, char *out, size_t len)
 }
 
 /*
- * A module libbcc's symcache adds: with enter_ns it opens name in the process's root
- * (openat on /proc/PID/root, then reads it as /proc/self/fd/N), or when that fails as
- * /proc/PID/root followed by name; without, name itself (a memfd's /proc/PID/fd/N).
+ * A module libbcc's symcache adds: it opens name in the process's root (openat on
+ * /proc/PID/root, then reads it as /proc/self/fd/N), or when that fails as
+ * /proc/PID/root followed by name. One libbcc gives without enter_ns (a memfd's
+ * /proc/PID/fd/N, the host's perf map) is opened so too, or not at all when the process
+ * has a root of its own (bccmodules.h).
  */
 static enum bccguard_verdict check_module(struct bccguard *g, pid_t pid, const char *name,
 					  bool enter_ns, struct bccguard_finding *out)
@@ -493,11 +496,8 @@ static enum bccguard_verdict check_module(struct bccguard *g, pid_t pid, const c
 	enum bccguard_verdict v, v2;
 	struct facts tmp;
 
-	if (!enter_ns) {
-		paths[0] = name;
-		check_file(g, name, paths, 1, &tmp, out, &v);
-		return v;
-	}
+	if (!enter_ns && !bccmodules_shares_root(pid))
+		return BCCGUARD_SAFE;
 	snprintf(at, sizeof(at), "/proc/%d/root/%s", (int)pid, name + strspn(name, "/"));
 	snprintf(fallback, sizeof(fallback), "/proc/%d/root%s", (int)pid, name);
 	check_file(g, at, paths, 2, &tmp, out, &v);

@@ -5,7 +5,6 @@
 #include <bcc/bcc_proc.h>
 #include <bcc/bcc_syms.h>
 #include <dlfcn.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -23,13 +22,12 @@ static bool same_file(const char *a, const char *b)
 	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-/* Whether a name resolves in pid's root as in ours: the same root and mount namespace. */
-static bool shares_root(int pid)
+bool bccmodules_shares_root(pid_t pid)
 {
 	char root[64], mnt[64];
 
-	snprintf(root, sizeof(root), "/proc/%d/root", pid);
-	snprintf(mnt, sizeof(mnt), "/proc/%d/ns/mnt", pid);
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	snprintf(mnt, sizeof(mnt), "/proc/%d/ns/mnt", (int)pid);
 	return same_file(root, "/") && same_file(mnt, "/proc/self/ns/mnt");
 }
 
@@ -40,7 +38,7 @@ static int each(mod_info *mod, int enter_ns, void *payload)
 	if (enter_ns)
 		return w->callback(mod, enter_ns, w->payload);
 	if (w->shares_root < 0)
-		w->shares_root = shares_root(w->pid);
+		w->shares_root = bccmodules_shares_root(w->pid);
 	return w->shares_root ? w->callback(mod, 1, w->payload) : 0;
 }
 

@@ -24,9 +24,13 @@
 #ifndef PYEBPF_BCCMODULES_H
 #define PYEBPF_BCCMODULES_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 struct bcc_symbol_option;
+
+/* Whether a name opens the same file in pid's root as in ours: the same root and mount namespace. */
+bool bccmodules_shares_root(pid_t pid);
 
 /* bcc_symcache_new(pid, opt), with the module walk above; NULL when libbcc made none. */
 void *bccmodules_symcache_new(pid_t pid, struct bcc_symbol_option *opt);

@@ -22,8 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bccguard.h"
@@ -284,6 +289,59 @@ static void a_fifo_as_perf_map_refuses_the_process(void **state)
 	assert_int_equal(check_mapped(NULL, 1, &f), BCCGUARD_SAFE);
 }
 
+/*
+ * A process with a /tmp of its own (a mount namespace, a tmpfs there): the host's
+ * /tmp/perf-PID.map is not its file, and libbcc is not given it (bccmodules.h), so a
+ * FIFO there does not refuse it; one in its own /tmp does.
+ */
+static void a_fifo_as_the_hosts_perf_map_of_a_contained_process_is_not_read(void **state)
+{
+	struct bccguard_finding f;
+	int ready[2], go[2];
+	char perf[64], c = 0;
+	struct stat st;
+	pid_t child;
+
+	(void)state;
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(go), 0);
+	if (!(child = fork())) {
+		char own[64];
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* also when an assertion ends the test early */
+		c = unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+				    mount("tmpfs", "/tmp", "tmpfs", 0, NULL) == 0
+			    ? 'y'
+			    : 'n';
+		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(1);
+		snprintf(own, sizeof(own), "/tmp/perf-%d.map", (int)getpid());
+		c = mkfifo(own, 0600) == 0 ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	snprintf(perf, sizeof(perf), "/tmp/perf-%d.map", (int)child);
+	if (c != 'y' || !lstat(perf, &st)) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		skip(); /* a mount namespace needs CAP_SYS_ADMIN; the host's file is not ours to replace */
+	}
+	assert_int_equal(mkfifo(perf, 0600), 0);
+	assert_int_equal(bccguard_process(NULL, child, &f), BCCGUARD_SAFE);
+	unlink(perf);
+	assert_int_equal(write(go[1], "x", 1), 1);
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	assert_int_equal(c, 'y');
+	assert_int_equal(bccguard_process(NULL, child, &f), BCCGUARD_UNSAFE);
+	assert_non_null(strstr(f.path, "/root/tmp/perf-"));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	close(ready[0]), close(ready[1]), close(go[0]), close(go[1]);
+}
+
 /* A mapping whose path is longer than PATH_MAX: libbcc reads its maps line into PATH_MAX + 1. */
 static void a_maps_line_longer_than_libbcc_reads_refuses_the_process(void **state)
 {
@@ -353,6 +411,7 @@ int main(void)
 		cmocka_unit_test(a_debuglink_to_an_fd_names_without_debug_files),
 		cmocka_unit_test(a_fifo_at_a_mapped_path_refuses_the_process),
 		cmocka_unit_test(a_fifo_as_perf_map_refuses_the_process),
+		cmocka_unit_test(a_fifo_as_the_hosts_perf_map_of_a_contained_process_is_not_read),
 		cmocka_unit_test(a_maps_line_longer_than_libbcc_reads_refuses_the_process),
 		cmocka_unit_test(a_file_changed_in_place_is_read_again),
 	};

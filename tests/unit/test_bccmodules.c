@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,6 +110,7 @@ static void in_another_mount_namespace_they_are_left_out(void **state)
 		void *code = map_memfd();
 
 		(void)code;
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* also when an assertion ends the test early */
 		c = unshare(CLONE_NEWNS) == 0 ? 'y' : 'n';
 		if (write(ready[1], &c, 1) != 1)
 			_exit(1);
