@@ -138,9 +138,11 @@ def check_against_callbacks(events, recs, stats):
     # collector's entry), and from gc__done to the "stop" callback (measured on Debian
     # 3.11-3.15: a median of 12-22 us, up to ~1.4 ms), plus interrupts and hypervisor
     # steal, which nivcsw does not count. On this 2-core machine shared with other
-    # builds these push about 1% of the pauses past 0.1 ms; allowed: at most 5%, and a
-    # small median.
-    assert len(far) <= max(1, len(recs) // 20), "%d of %d pauses far from the callbacks: %s" % (
+    # builds these push about 1% of the pauses past 0.1 ms, and in a busy second up to
+    # 6% (seen: 12 of 198 on pyenv 3.13, pauses of 0.15 ms in brackets of 0.26-0.58 ms);
+    # allowed: at most 10%, and a small median, which a pause measured short throughout
+    # would fail.
+    assert len(far) <= max(1, len(recs) // 10), "%d of %d pauses far from the callbacks: %s" % (
         len(far), len(recs), far[:10])
     diffs = sorted((r["stop"] - r["start"]) / 1e6 - e["duration_ms"] for e, r in zip(evs, recs))
     assert diffs[len(diffs) // 2] < 0.05, "median bracket-minus-pause %.3f ms" % diffs[len(diffs) // 2]
