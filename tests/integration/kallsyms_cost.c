@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "jsonfmt.h"
 #include "kallsyms.h"
 
 static long rss_kb(void)
@@ -32,19 +32,11 @@ static long rss_kb(void)
 	return kb;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* A kernel text address to name: _stext's, from the table itself. */
 static void measure(int libbcc)
 {
 	long before = rss_kb();
-	double t0 = now_ms();
+	uint64_t t0 = time_mono_ns();
 	size_t n = 0;
 	const char *name = NULL;
 
@@ -60,7 +52,7 @@ static void measure(int libbcc)
 		if (k && (n = kallsyms_count(k)))
 			name = kallsyms_name(k, 0xffffffff81000000ull, NULL);
 	}
-	printf("%s %.1f %ld %zu\n", libbcc ? "libbcc" : "kallsyms", now_ms() - t0, rss_kb() - before,
+	printf("%s %.1f %ld %zu\n", libbcc ? "libbcc" : "kallsyms", (time_mono_ns() - t0) / 1e6, rss_kb() - before,
 	       name ? n : 0);
 }
 
